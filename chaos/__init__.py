@@ -1,0 +1,1 @@
+"""Fault injection, workloads that record Jepsen-style histories, and the chaos CLI."""

@@ -1,0 +1,1 @@
+"""Conformance suites: executable checks of Kafka semantics, each naming the rule it checks."""

@@ -1,0 +1,127 @@
+"""Record batch v2 header access: the few fields the log needs, read in place.
+
+Decoding records is kafka.record's job (``DefaultRecordBatch``); the log only needs the header to assign offsets,
+stamp the leader epoch and index timestamps, so it reads those fields without touching the records. The CRC covers
+bytes from ``attributes`` onward, so rewriting base offset and partition leader epoch keeps a batch valid.
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import crc32c
+
+# Offsets within a v2 batch header (Kafka's DefaultRecordBatch).
+BASE_OFFSET = 0
+LENGTH = 8
+PARTITION_LEADER_EPOCH = 12
+MAGIC = 16
+CRC = 17
+ATTRIBUTES = 21
+LAST_OFFSET_DELTA = 23
+BASE_TIMESTAMP = 27
+MAX_TIMESTAMP = 35
+PRODUCER_ID = 43
+PRODUCER_EPOCH = 51
+BASE_SEQUENCE = 53
+RECORDS_COUNT = 57
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # base offset + length precede the part that `length` counts
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    size: int                 # whole batch in bytes, LOG_OVERHEAD included
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & 0x07
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+
+_HEADER = struct.Struct(">qiiBIhiqqqhii")
+assert _HEADER.size == HEADER_SIZE
+
+
+class InvalidBatch(ValueError):
+    """The bytes are not a well-formed v2 record batch (Kafka: CORRUPT_MESSAGE / INVALID_RECORD)."""
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    if len(buf) - pos < HEADER_SIZE:
+        raise InvalidBatch(f"truncated batch header: {len(buf) - pos} bytes, need {HEADER_SIZE}")
+    h = _HEADER.unpack_from(buf, pos)
+    return BatchHeader(h[0], h[1] + LOG_OVERHEAD, *h[2:])
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, *, strict: bool = True):
+    """Yield (position, header) for each complete batch in ``buf``.
+
+    With ``strict`` a trailing partial batch raises; without, iteration stops before it (recovery, partial reads).
+    """
+    pos, end = 0, len(buf)
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            if strict:
+                raise InvalidBatch(f"{end - pos} trailing bytes at position {pos} are not a batch")
+            return
+        h = parse_header(buf, pos)
+        if h.size < HEADER_SIZE:
+            raise InvalidBatch(f"batch at position {pos} has impossible length {h.size - LOG_OVERHEAD}")
+        if pos + h.size > end:
+            if strict:
+                raise InvalidBatch(f"batch at position {pos} claims {h.size} bytes, only {end - pos} present")
+            return
+        yield pos, h
+        pos += h.size
+
+
+def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+    return crc32c.crc32c(bytes(memoryview(buf)[pos + ATTRIBUTES:pos + size]))
+
+
+def validate(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Check magic and CRC32C of the batch at ``pos``; raise InvalidBatch naming what is wrong."""
+    h = parse_header(buf, pos)
+    if h.magic != 2:
+        raise InvalidBatch(f"unsupported magic {h.magic} (only record batch v2 is served)")
+    if pos + h.size > len(buf):
+        raise InvalidBatch(f"batch claims {h.size} bytes, only {len(buf) - pos} present")
+    actual = compute_crc(buf, pos, h.size)
+    if actual != h.crc:
+        raise InvalidBatch(f"CRC32C mismatch: header says {h.crc:#010x}, records hash to {actual:#010x}")
+    if h.last_offset_delta < 0 or (h.records_count >= 0 and h.last_offset_delta < h.records_count - 1):
+        raise InvalidBatch(f"lastOffsetDelta {h.last_offset_delta} inconsistent with {h.records_count} records")
+    return h
+
+
+def stamp(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> None:
+    """Assign the base offset and partition leader epoch in place (outside the CRC's range)."""
+    struct.pack_into(">q", buf, pos + BASE_OFFSET, base_offset)
+    struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH, leader_epoch)

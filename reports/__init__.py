@@ -1,0 +1,1 @@
+"""History checkers, the PySpark aggregation job and HTML reports. Reads histories, never brokers."""
