@@ -1,0 +1,1 @@
+"""The history contract shared by every workload, suite and checker (see history/schema.py)."""
