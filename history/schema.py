@@ -1,0 +1,201 @@
+"""The history contract: what every workload and suite records and every checker reads.
+
+This docstring is the specification (in the spirit of Jepsen's ``jepsen.tests.kafka`` namespace docstring).
+
+Model
+=====
+A Kafka cluster is, for our purposes, a set of totally ordered append-only logs called *partitions*, named
+``"topic/partition"`` (the *key*, e.g. ``"orders/3"``). A *send* appends one unique value to a partition and is
+acknowledged with the *offset* it got; offsets in one partition strictly increase but need not be contiguous
+(transaction markers and compaction leave holes). A *poll* returns records ``(offset, value)`` from the partitions
+the consumer is assigned, continuing where the previous poll of that consumer stopped. Consumer groups commit the
+next offset to read per partition; an offset fetch reads it back.
+
+Encoding
+========
+One operation per JSON line (one Parquet row with the same columns, ``value`` stored as JSON text)::
+
+    {"run_id": "r1", "index": 7, "time_ns": 1234, "process": 2, "type": "ok", "f": "send",
+     "value": {"topic": "t", "partition": 0, "key": "k", "value": 17, "offset": 4}}
+
+- ``run_id`` (str) names the run; ``index`` (int) is the position in the run, strictly increasing from 0;
+  ``time_ns`` (int) is a monotonic clock reading, non-decreasing along ``index``; ``process`` (int) is the logical
+  client (nemesis events use process ``-1``).
+- ``type`` is Jepsen's: ``invoke`` starts an operation; ``ok`` = it happened, ``fail`` = it certainly did not
+  happen, ``info`` = outcome unknown (timeout, crash: it may or may not have happened). A completion (ok/fail/info)
+  follows the invoke of the same process with the same ``f``; a process has at most one operation in flight.
+- ``f`` and ``value``:
+
+  ``send``      invoke ``{topic, partition, key, value}``; ok adds ``offset``. A batch is
+                ``{records: [{topic, partition, key, value}, ...]}`` and its ok gives each record an ``offset``.
+                Values are unique per run, so each write is identifiable.
+  ``poll``      invoke ``{}`` (or ``{max_records: n}``); ok ``{records: [{topic, partition, offset, key, value}, ...]}``
+                in the order the client returned them.
+  ``assign``    ``{partitions: ["t/0", ...]}``: replaces the consumer's partitions (Jepsen's ``:assign``).
+  ``subscribe`` ``{topics: ["t", ...]}``: the group decides which partitions (Jepsen's ``:subscribe``).
+  ``commit``    ``{group, offsets: {"t/0": 12, ...}}``: commit of the next offset to read.
+  ``fetch_offsets``  invoke ``{group, partitions: [...]}``; ok ``{group, offsets: {"t/0": 12 or null}}``.
+  ``list_offsets``, ``nemesis``, ``crash`` (a client was torn down and replaced; its consumer position is gone),
+  and others: recorded, ignored by the analyses below unless they say otherwise.
+
+A run starts with one *header* line, ``{"run_id": ..., "header": {"target": ..., "nemesis": ..., "settings":
+{...}}}``, giving the target (``reference``, ``tansu``, ``docker``, ``live``, ...), the fault schedule and the
+settings that decide which anomalies are acceptable (``sub_via``: ``["assign"]`` or ``["subscribe"]``). In
+Parquet every row carries ``target`` and ``nemesis`` and the header settings are in the ``settings`` column.
+
+Analyses (``reports.checkers``; names and meanings are Jepsen's Kafka checker's)
+==============================================================================
+The *version order* of a key is built from every ok poll and every send that must have happened (ok, or info
+and read by someone): offset -> value. Dense indices number the observed offsets 0, 1, 2, ... skipping holes;
+a value's index is the index of the first offset it was seen at.
+
+- ``inconsistent-offsets``  two different values observed at one offset of a key.
+- ``duplicate``             one value observed at more than one offset of a key.
+- ``lost-write``            an acknowledged (or info but read) send whose index is below the highest index any
+                            ok poll read, yet no ok poll ever read it.
+- ``unseen``                an acknowledged send never read by any ok poll and *not* below the highest read
+                            index (the tail nobody caught up with). Jepsen's count includes lost writes; ours
+                            keeps the two apart so each case is reported once.
+- ``G1a``                   aborted read: an ok poll read a value whose send failed.
+- ``nonmonotonic-send``     one process's successive sends to a key went backwards (or stayed) in the order.
+- ``int-nonmonotonic-send`` the same within one batch send.
+- ``nonmonotonic-poll``     one process's poll started at or before where its previous poll of that key ended.
+- ``int-nonmonotonic-poll`` the same within one poll (records out of order or repeated).
+- ``poll-skip``             a process's poll started past the value right after where its previous poll of
+                            that key ended: some observed values were skipped. An ``assign``/``subscribe`` that
+                            drops the key, or a ``crash`` of the process, resets this tracking.
+- ``int-poll-skip``         the same within one poll.
+- ``int-send-skip``         a batch's sends to a key were not adjacent (normal in Kafka; always acceptable).
+
+Which anomalies are acceptable under which settings is decided in one place: ``reports.checkers.ACCEPTABLE``.
+
+Linearizability (``reports.linearizability``): each partition's log (send = append returning an offset, poll =
+reads of offsets returning values) and each (group, partition)'s committed offset (commit = write,
+fetch_offsets = read) are checked with a Wing-Gong-Lowe search, one part at a time (P-compositionality),
+under a time budget; verdicts are ``ok``, ``illegal`` (with the smallest failing prefix window) or ``unknown``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+TYPES = ("invoke", "ok", "fail", "info")
+COMPLETIONS = frozenset(("ok", "fail", "info"))
+KNOWN_FS = frozenset(
+    ("send", "poll", "assign", "subscribe", "commit", "fetch_offsets", "list_offsets", "nemesis", "crash")
+)
+NEMESIS_PROCESS = -1
+
+# Column order for Parquet and for the Spark job's tables.
+COLUMNS = ("run_id", "index", "time_ns", "process", "type", "f", "value", "target", "nemesis", "settings")
+
+
+class HistoryError(ValueError):
+    """A history breaks the contract; ``line`` (1-based, when known) points at the offending record."""
+
+    def __init__(self, message: str, *, line: int | None = None, path: str | None = None) -> None:
+        self.line = line
+        self.path = path
+        where = ""
+        if path is not None:
+            where += f"{path}"
+        if line is not None:
+            where += f":{line}" if where else f"line {line}"
+        super().__init__(f"{where}: {message}" if where else message)
+        self.reason = message
+
+
+def key_of(topic: str, partition: int) -> str:
+    """The key of a topic-partition: ``"topic/partition"``."""
+    return f"{topic}/{partition}"
+
+
+def split_key(key: str) -> tuple[str, int]:
+    """Inverse of :func:`key_of` (topics may contain ``/``; the partition is after the last one)."""
+    topic, _, part = key.rpartition("/")
+    return topic, int(part)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise HistoryError(msg)
+
+
+def _check_record(rec: Any, *, completed: bool, polled: bool) -> None:
+    _need(isinstance(rec, dict), "record must be an object")
+    _need(isinstance(rec.get("topic"), str), "record needs a string topic")
+    _need(_is_int(rec.get("partition")), "record needs an integer partition")
+    _need("value" in rec, "record needs a value")
+    if polled:
+        _need(_is_int(rec.get("offset")), "polled record needs an integer offset")
+    elif completed and "offset" in rec and rec["offset"] is not None:
+        _need(_is_int(rec["offset"]), "offset must be an integer")
+
+
+def validate_value(f: str, typ: str, value: Any) -> None:
+    """Check ``value`` against the encoding for ``f`` (unknown ``f`` values are accepted as recorded)."""
+    completed = typ == "ok"
+    if f == "send":
+        _need(isinstance(value, dict), "send value must be an object")
+        if "records" in value:
+            recs = value["records"]
+            _need(isinstance(recs, list) and recs, "send records must be a non-empty list")
+            for r in recs:
+                _check_record(r, completed=completed, polled=False)
+        else:
+            _check_record(value, completed=completed, polled=False)
+    elif f == "poll":
+        if typ == "ok":
+            _need(isinstance(value, dict) and isinstance(value.get("records"), list), "poll ok needs records")
+            for r in value["records"]:
+                _check_record(r, completed=True, polled=True)
+    elif f == "assign":
+        _need(isinstance(value, dict) and isinstance(value.get("partitions"), list), "assign needs partitions")
+        for k in value["partitions"]:
+            _need(isinstance(k, str) and "/" in k, "assign partitions are 'topic/partition' strings")
+    elif f == "subscribe":
+        _need(isinstance(value, dict) and isinstance(value.get("topics"), list), "subscribe needs topics")
+    elif f in ("commit", "fetch_offsets"):
+        _need(isinstance(value, dict) and isinstance(value.get("group"), str), f"{f} needs a group")
+        if f == "commit" or typ == "ok":
+            offs = value.get("offsets")
+            _need(isinstance(offs, dict), f"{f} needs offsets")
+            for k, o in offs.items():
+                _need("/" in k and (o is None or _is_int(o)), f"{f} offsets map 'topic/partition' to int")
+
+
+def validate_op(op: Any) -> dict:
+    """Validate one operation dict; returns it. Raises :class:`HistoryError` with the reason."""
+    _need(isinstance(op, dict), "operation must be a JSON object")
+    _need(isinstance(op.get("run_id"), str), "missing or non-string run_id")
+    _need(_is_int(op.get("index")), "missing or non-integer index")
+    _need(_is_int(op.get("time_ns")), "missing or non-integer time_ns")
+    _need(_is_int(op.get("process")), "missing or non-integer process")
+    typ = op.get("type")
+    _need(typ in TYPES, f"type must be one of {'|'.join(TYPES)}, got {typ!r}")
+    f = op.get("f")
+    _need(isinstance(f, str) and f, "missing f")
+    validate_value(f, typ, op.get("value"))
+    return op
+
+
+def validate_header(h: Any) -> dict:
+    """Validate a header line ``{"run_id", "header": {...}}``; returns the header dict."""
+    _need(isinstance(h, dict) and isinstance(h.get("run_id"), str), "header needs a run_id")
+    body = h.get("header")
+    _need(isinstance(body, dict), "header must be an object")
+    _need(isinstance(body.get("target", ""), str), "header target must be a string")
+    _need(isinstance(body.get("settings", {}), dict), "header settings must be an object")
+    return body
+
+
+def dumps(obj: Any) -> str:
+    """Compact, stable JSON used for every line and for Parquet's ``value`` column."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=False)
