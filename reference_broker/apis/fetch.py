@@ -1,0 +1,90 @@
+"""Fetch (key 1), v4–v12.
+
+Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``):
+- Answer at once when max_wait_ms <= 0, the request names no partitions, the bytes read already reach
+  min_bytes, or any partition read failed; otherwise park (reference_broker/purgatory.py) and complete early on
+  DelayedFetch cases A–H — in particular Case G, once the record bytes between each fetch offset and its readable
+  end (HW for consumers, LEO for followers), each capped by partition_max_bytes, sum to >= min_bytes — else at
+  max_wait. A completed parked fetch reads again, so it returns what is readable at completion.
+- Reads: fetch offset below the log start offset or above the LEO is OFFSET_OUT_OF_RANGE (hw/lso/log start -1, as
+  Kafka's createLogReadResult(e)); between the HW and the LEO the partition answers empty, no error.
+- Size: at most min(max_bytes, fetch.max.bytes) in all and partition_max_bytes per partition, whole batches only;
+  until some partition has returned data the first batch is returned whole even when larger (KIP-74).
+- read_committed reads to the last stable offset, which equals the HW (no transactions; GAPS.md).
+- Fetch sessions (KIP-227) are not kept: every answer has session_id 0 (sessionless), which clients must accept;
+  an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND (GAPS.md).
+- KIP-320 leader epoch checks: an older current_leader_epoch is FENCED_LEADER_EPOCH, a newer one
+  UNKNOWN_LEADER_EPOCH.
+"""
+from __future__ import annotations
+
+from kafka import errors as E
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+from ..purgatory import DelayedFetch, FetchIsolation, FetchPartitionStatus
+from ..registry import handles
+
+API_KEY = 1
+VERSIONS = (4, 12)
+
+TopicResp = FetchResponse.FetchableTopicResponse
+PartData = TopicResp.PartitionData
+
+
+def _isolation(req) -> FetchIsolation:
+    if req.replica_id >= 0:
+        return FetchIsolation.LOG_END
+    return FetchIsolation.TXN_COMMITTED if req.isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
+
+
+def read_all(statuses: list[FetchPartitionStatus], max_bytes: int, isolation: FetchIsolation):
+    """ReplicaManager.readFromLocalLog: partitions in request order, shrinking byte budget, min-one until data."""
+    limit = max_bytes
+    min_one = True
+    out = []
+    for st in statuses:
+        p = st.partition
+        if p is None:
+            out.append((st, E.UnknownTopicOrPartitionError.errno, b"", -1, -1, -1))
+            continue
+        info = p.read(st.fetch_offset, min(st.partition_max_bytes, limit), isolation, min_one,
+                      st.current_leader_epoch)
+        if info.error:
+            out.append((st, info.error, b"", -1, -1, -1))
+            continue
+        if info.records:
+            min_one = False
+            limit = max(0, limit - len(info.records))
+        out.append((st, 0, info.records, info.high_watermark, info.last_stable_offset, info.log_start_offset))
+    return out
+
+
+def _response(reads, session_id: int = 0) -> FetchResponse:
+    by_topic: dict[str, list] = {}
+    for st, err, records, hw, lso, lstart in reads:
+        by_topic.setdefault(st.topic, []).append(PartData(
+            partition_index=st.partition_index, error_code=err, high_watermark=hw, last_stable_offset=lso,
+            log_start_offset=lstart, aborted_transactions=None, preferred_read_replica=-1, records=records))
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id,
+                         responses=[TopicResp(topic=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+@handles(FetchRequest, FetchResponse, VERSIONS)
+async def handle(ctx, req):
+    b = ctx.broker
+    if ctx.api_version >= 7 and req.session_epoch > 0:
+        return FetchResponse(throttle_time_ms=0, error_code=E.FetchSessionIdNotFoundError.errno,
+                             session_id=0, responses=[])
+    isolation = _isolation(req)
+    statuses = [FetchPartitionStatus(t.topic, fp.partition, b.partition(t.topic, fp.partition), fp.fetch_offset,
+                                     fp.partition_max_bytes, fp.current_leader_epoch, fp.last_fetched_epoch)
+                for t in req.topics for fp in t.partitions]
+    max_bytes = min(req.max_bytes, b.config["fetch.max.bytes"])
+    reads = read_all(statuses, max_bytes, isolation)
+    readable = sum(len(r[2]) for r in reads)
+    errored = any(r[1] for r in reads)
+    if req.max_wait_ms <= 0 or not statuses or readable >= req.min_bytes or errored:
+        return _response(reads)
+    delayed = DelayedFetch(statuses, req.min_bytes, isolation, is_follower=req.replica_id >= 0)
+    await delayed.park(req.max_wait_ms / 1000)
+    return _response(read_all(statuses, max_bytes, isolation))

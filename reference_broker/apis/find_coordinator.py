@@ -1,0 +1,42 @@
+"""FindCoordinator (key 10), v0–v4.
+
+Behavior:
+- Group keys (key_type 0) are coordinated by this broker (one broker; in a cluster the coordinator is the leader
+  of the offsets-topic partition for hash(group) % offsets.topic.num.partitions).
+- Transaction keys (key_type 1) get COORDINATOR_NOT_AVAILABLE: transactions are not implemented (GAPS.md).
+- v4+ batch many keys (KIP-699).
+"""
+from __future__ import annotations
+
+from kafka import errors as E
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+from ..registry import handles
+
+API_KEY = 10
+VERSIONS = (0, 4)
+GROUP, TRANSACTION = 0, 1
+
+
+def coordinator_for(b, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+    """(error, message, node id, host, port)."""
+    if key_type != GROUP:
+        return E.CoordinatorNotAvailableError.errno, "transactions are not supported", -1, "", -1
+    node = b.brokers()[0]
+    return 0, None, node.node_id, node.host, node.port
+
+
+@handles(FindCoordinatorRequest, FindCoordinatorResponse, VERSIONS)
+async def handle(ctx, req):
+    b = ctx.broker
+    key_type = req.key_type if ctx.api_version >= 1 else GROUP
+    if ctx.api_version >= 4:
+        coords = []
+        for key in req.coordinator_keys:
+            err, msg, node, host, port = coordinator_for(b, key, key_type)
+            coords.append(FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port,
+                                                              error_code=err, error_message=msg))
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coords)
+    err, msg, node, host, port = coordinator_for(b, req.key, key_type)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host,
+                                   port=port)

@@ -1,0 +1,74 @@
+"""ListOffsets (key 2), v1–v7.
+
+Behavior (Kafka ``UnifiedLog.fetchOffsetByTimestamp`` / ``Partition.fetchOffsetForTimestamp``):
+- EARLIEST (-2) is the log start offset; LATEST (-1) is the HW for consumers (the LSO for read_committed, equal
+  here) and the LEO for a replica id >= 0; MAX_TIMESTAMP (-3, v7+, KIP-734) is the offset of the largest timestamp.
+- A timestamp >= 0 gives the earliest offset whose timestamp is >= it, only if that offset is below the readable
+  end; otherwise offset -1, timestamp -1. Other negative timestamps find nothing (offset -1).
+- Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION; KIP-320 epoch checks (v4+) as in Fetch.
+"""
+from __future__ import annotations
+
+from kafka import errors as E
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+from ..registry import handles
+
+API_KEY = 2
+VERSIONS = (1, 7)
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
+PartResp = TopicResp.ListOffsetsPartitionResponse
+
+
+def epoch_at(p, offset: int) -> int:
+    epoch = -1
+    for e in p.log.epoch_entries():
+        if e.start_offset <= offset:
+            epoch = e.epoch
+    return epoch
+
+
+def lookup(p, ts: int, replica_id: int, isolation_level: int) -> tuple[int, int, int]:
+    """(offset, timestamp, leader epoch) for one partition."""
+    end = p.log.log_end_offset if replica_id >= 0 else p.hw
+    if ts == EARLIEST:
+        off = p.log.log_start_offset
+        return off, -1, epoch_at(p, off)
+    if ts == LATEST:
+        return end, -1, p.leader_epoch
+    if ts == MAX_TIMESTAMP:
+        found = p.log.max_timestamp()
+    elif ts >= 0:
+        found = p.log.offset_for_timestamp(ts)
+    else:
+        found = None
+    if found is None or found.offset >= end:
+        return -1, -1, -1
+    return found.offset, found.timestamp, epoch_at(p, found.offset)
+
+
+@handles(ListOffsetsRequest, ListOffsetsResponse, VERSIONS)
+async def handle(ctx, req):
+    b = ctx.broker
+    topics = []
+    for t in req.topics:
+        parts = []
+        for rp in t.partitions:
+            p = b.partition(t.name, rp.partition_index)
+            if p is None or not p.is_leader:
+                err = E.UnknownTopicOrPartitionError.errno if p is None else E.NotLeaderForPartitionError.errno
+                parts.append(PartResp(partition_index=rp.partition_index, error_code=err, timestamp=-1, offset=-1,
+                                      leader_epoch=-1))
+                continue
+            err = p.check_leader_epoch(rp.current_leader_epoch)
+            if err:
+                parts.append(PartResp(partition_index=rp.partition_index, error_code=err, timestamp=-1, offset=-1,
+                                      leader_epoch=-1))
+                continue
+            off, ts, epoch = lookup(p, rp.timestamp, req.replica_id, req.isolation_level)
+            parts.append(PartResp(partition_index=rp.partition_index, error_code=0, timestamp=ts, offset=off,
+                                  leader_epoch=epoch))
+        topics.append(TopicResp(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

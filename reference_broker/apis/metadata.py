@@ -1,0 +1,74 @@
+"""Metadata (key 3), v0–v12.
+
+Behavior:
+- v0: an empty topic list means all topics; v1+: null means all, empty means none.
+- Unknown topics are created when ``auto.create.topics.enable`` and the request allows it (v4+; always for v0–v3),
+  answered with LEADER_NOT_AVAILABLE on that first response as Kafka does; otherwise UNKNOWN_TOPIC_OR_PARTITION.
+  Illegal names get INVALID_TOPIC_EXCEPTION.
+- v10+ carry topic ids; a lookup by topic id (name null) is answered by id. Authorized operations are "not
+  requested" (-2147483648): there is no authorizer.
+"""
+from __future__ import annotations
+
+import uuid
+
+from kafka import errors as E
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from ..broker import topic_name_error
+from ..registry import handles
+
+API_KEY = 3
+VERSIONS = (0, 12)
+NO_AUTH_OPS = None  # encodes as -2147483648: "not requested"
+ZERO_UUID = uuid.UUID(int=0)
+
+Topic = MetadataResponse.MetadataResponseTopic
+Part = Topic.MetadataResponsePartition
+
+
+def _topic_entry(t, error: int = 0):
+    parts = [Part(error_code=0, partition_index=p.index, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+                  replica_nodes=list(p.replicas), isr_nodes=sorted(p.isr), offline_replicas=[])
+             for p in t.partitions]
+    return Topic(error_code=error, name=t.name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts,
+                 authorized_operations=NO_AUTH_OPS)
+
+
+@handles(MetadataRequest, MetadataResponse, VERSIONS)
+async def handle(ctx, req):
+    b = ctx.broker
+    v = ctx.api_version
+    if req.topics is None or (v == 0 and not req.topics):
+        topics = [_topic_entry(t) for t in b.topics.values() if not t.internal]
+    else:
+        topics = []
+        allow_create = (req.allow_auto_topic_creation if v >= 4 else True) and b.config["auto.create.topics.enable"]
+        for rt in req.topics:
+            name = rt.name
+            if name is None and v >= 10:
+                t = b.topics_by_id.get(rt.topic_id)
+                if t is None:
+                    topics.append(Topic(error_code=E.UnknownTopicIdError.errno, name=None, topic_id=rt.topic_id,
+                                        is_internal=False, partitions=[], authorized_operations=NO_AUTH_OPS))
+                else:
+                    topics.append(_topic_entry(t))
+                continue
+            t = b.topics.get(name)
+            if t is not None:
+                topics.append(_topic_entry(t))
+                continue
+            if topic_name_error(name):
+                err = E.InvalidTopicError.errno
+            elif allow_create:
+                err, _ = b.create_topic(name)
+                err = E.LeaderNotAvailableError.errno if err == 0 else err
+            else:
+                err = E.UnknownTopicOrPartitionError.errno
+            topics.append(Topic(error_code=err, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
+                                authorized_operations=NO_AUTH_OPS))
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=i.node_id, host=i.host, port=i.port, rack=i.rack)
+               for i in b.brokers()]
+    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=b.cluster_id,
+                            controller_id=b.controller_id, topics=topics,
+                            authorized_operations=NO_AUTH_OPS)

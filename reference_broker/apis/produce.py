@@ -1,0 +1,106 @@
+"""Produce (key 0), v3–v9.
+
+Behavior:
+- acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS). acks=0 gets no response at all; acks=1 is answered after the
+  leader's append; acks=-1 after the high watermark passes the batch (DelayedProduce), or REQUEST_TIMED_OUT at
+  ``timeout_ms``. With fewer in-sync replicas than ``min.insync.replicas`` acks=-1 fails with NOT_ENOUGH_REPLICAS
+  before appending.
+- Each partition carries exactly one record batch v2 (ProduceRequest v3+ rule): zero or several batches, or an
+  older magic, is INVALID_RECORD; a CRC32C mismatch is CORRUPT_MESSAGE; a batch above ``message.max.bytes`` is
+  MESSAGE_TOO_LARGE. Nothing of a rejected batch is written.
+- Batches are stored as sent (compressed batches stay compressed); only base offset and leader epoch are set.
+- Idempotent producers: duplicates of the last five batches return the original offset; gaps are
+  OUT_OF_ORDER_SEQUENCE_NUMBER; stale epochs INVALID_PRODUCER_EPOCH. Transactional batches are refused
+  (INVALID_TXN_STATE): transactions are not implemented (GAPS.md).
+"""
+from __future__ import annotations
+
+import asyncio
+
+from kafka import errors as E
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from ..log import batch as B
+from ..registry import handles
+
+API_KEY = 0
+VERSIONS = (3, 9)
+
+TopicResp = ProduceResponse.TopicProduceResponse
+PartResp = TopicResp.PartitionProduceResponse
+INVALID_TXN_STATE = 48
+
+
+def validate_batch(records, max_bytes: int) -> tuple[int, str | None, B.BatchHeader | None]:
+    """The ProduceRequest v3+ and LogValidator checks a leader makes before appending."""
+    if not records:
+        return E.InvalidRecordError.errno, "produce request carries no record batch", None
+    try:
+        batches = list(B.iter_batches(records))
+    except B.InvalidBatch as e:
+        return E.CorruptRecordError.errno, str(e), None
+    if len(batches) != 1:
+        return E.InvalidRecordError.errno, f"expected exactly one record batch, got {len(batches)}", None
+    _, h = batches[0]
+    if h.magic != 2:
+        return E.InvalidRecordError.errno, f"record batch magic {h.magic}; produce v3+ requires magic 2", None
+    if h.size > max_bytes:
+        return E.MessageSizeTooLargeError.errno, f"batch of {h.size} bytes exceeds message.max.bytes={max_bytes}", None
+    if h.records_count <= 0:
+        return E.InvalidRecordError.errno, "record batch with no records", None
+    try:
+        h = B.validate(records)
+    except B.InvalidBatch as e:
+        return E.CorruptRecordError.errno, str(e), None
+    if h.is_transactional or h.is_control:
+        return INVALID_TXN_STATE, "transactions are not supported by the reference broker", None
+    return 0, None, h
+
+
+@handles(ProduceRequest, ProduceResponse, VERSIONS)
+async def handle(ctx, req):
+    b = ctx.broker
+    acks = req.acks
+    results: dict[tuple[str, int], list] = {}   # (topic, partition) -> [error, base_offset, message]
+    waits = []
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            key = (td.name, pd.index)
+            if acks not in (-1, 0, 1):
+                results[key] = [E.InvalidRequiredAcksError.errno, -1, f"acks={acks} must be -1, 0 or 1"]
+                continue
+            p = b.partition(td.name, pd.index)
+            if p is None:
+                results[key] = [E.UnknownTopicOrPartitionError.errno, -1, None]
+                continue
+            err, msg, header = validate_batch(pd.records, b.config["message.max.bytes"])
+            if err:
+                results[key] = [err, -1, msg]
+                continue
+            if acks == -1 and len(p.isr) < b.config["min.insync.replicas"]:
+                results[key] = [E.NotEnoughReplicasError.errno, -1,
+                                f"ISR {sorted(p.isr)} smaller than min.insync.replicas"]
+                continue
+            res = p.append_as_leader(bytes(pd.records), header, b.clock.wall_ms())
+            results[key] = [res.error, res.base_offset, res.error_message]
+            if res.error == 0 and acks == -1:
+                waits.append((key, p, res.base_offset + header.last_offset_delta + 1))
+    if acks == 0:
+        return None
+    if waits:
+        timeout = max(req.timeout_ms, 0) / 1000
+
+        async def wait(key, p, offset):
+            if not await p.wait_for_hw(offset, timeout):
+                results[key][0] = (E.UnknownTopicOrPartitionError.errno if p.deleted
+                                   else E.RequestTimedOutError.errno)
+        await asyncio.gather(*(wait(*w) for w in waits))
+    by_topic: dict[str, list] = {}
+    for (topic, idx), (err, base, msg) in results.items():
+        p = b.partition(topic, idx)
+        by_topic.setdefault(topic, []).append(PartResp(
+            index=idx, error_code=err, base_offset=base, log_append_time_ms=-1,
+            log_start_offset=p.log.log_start_offset if p is not None and err == 0 else -1,
+            record_errors=[], error_message=msg))
+    return ProduceResponse(responses=[TopicResp(name=t, partition_responses=ps) for t, ps in by_topic.items()],
+                           throttle_time_ms=0)

@@ -1,0 +1,82 @@
+"""Broker configuration under Apache Kafka's own key names, so a user reads them as Kafka settings."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# key -> (type, default). Only keys the reference broker honours are accepted; an unknown key is an error so a
+# typo never silently falls back to a default.
+DEFAULTS: dict[str, tuple[type, Any]] = {
+    "node.id": (int, 0),
+    "num.partitions": (int, 1),
+    "default.replication.factor": (int, 1),
+    "auto.create.topics.enable": (bool, True),
+    "delete.topic.enable": (bool, True),
+    "log.segment.bytes": (int, 1 << 30),
+    "log.index.interval.bytes": (int, 4096),
+    "log.flush.interval.messages": (int, 1 << 63 - 1),
+    "log.flush.interval.ms": (int, 1 << 63 - 1),
+    "socket.request.max.bytes": (int, 104_857_600),
+    "message.max.bytes": (int, 1_048_588),
+    "fetch.max.bytes": (int, 57_671_680),
+    "min.insync.replicas": (int, 1),
+    "replica.lag.time.max.ms": (int, 30_000),
+    "unclean.leader.election.enable": (bool, False),
+    "group.initial.rebalance.delay.ms": (int, 3_000),
+    "group.min.session.timeout.ms": (int, 6_000),
+    "group.max.session.timeout.ms": (int, 1_800_000),
+    "offsets.topic.num.partitions": (int, 50),
+    "offsets.retention.minutes": (int, 10_080),
+    "cluster.id": (str, "reference-cluster-0000"),
+}
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that the broker cannot honour."""
+
+
+def _coerce(key: str, typ: type, value: Any) -> Any:
+    if isinstance(value, typ) and not (typ is int and isinstance(value, bool)):
+        return value
+    text = str(value).strip()
+    try:
+        if typ is bool:
+            if text.lower() in ("true", "1", "yes"):
+                return True
+            if text.lower() in ("false", "0", "no"):
+                return False
+            raise ValueError(text)
+        return typ(text)
+    except ValueError:
+        raise ConfigError(f"{key}: expected {typ.__name__}, got {value!r}") from None
+
+
+class BrokerConfig:
+    """Typed view over Kafka-named settings: ``cfg["min.insync.replicas"]``."""
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
+        self._values = {k: d for k, (_, d) in DEFAULTS.items()}
+        for k, v in (overrides or {}).items():
+            self.set(k, v)
+
+    def set(self, key: str, value: Any) -> None:
+        if key not in DEFAULTS:
+            raise ConfigError(f"unknown broker config {key!r}; known: {', '.join(sorted(DEFAULTS))}")
+        self._values[key] = _coerce(key, DEFAULTS[key][0], value)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[str]) -> BrokerConfig:
+        """Parse ``key=value`` strings (the CLI's ``--config``)."""
+        overrides = {}
+        for p in pairs:
+            if "=" not in p:
+                raise ConfigError(f"--config expects key=value, got {p!r}")
+            k, v = p.split("=", 1)
+            overrides[k.strip()] = v
+        return cls(overrides)

@@ -1,0 +1,143 @@
+"""The asyncio TCP server: framing, header parsing, dispatch by API key, response framing.
+
+Per connection, requests are handled one at a time in arrival order, as Kafka's network processor does (it mutes
+a channel while a request is in flight). A parked Fetch therefore holds its own connection, not the broker.
+
+Bad input never crashes the broker and never touches stored data:
+- a frame size < 0 or above ``socket.request.max.bytes``, a truncated frame, an unknown API key, an unsupported
+  version (except ApiVersions) or an undecodable request closes that connection (Kafka's InvalidRequestException /
+  InvalidReceiveException path);
+- an unsupported ApiVersions version is answered with v0 UNSUPPORTED_VERSION and the supported ranges (KIP-511).
+"""
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.api_header import RequestHeader
+
+from .registry import HANDLERS, load_all
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("reference_broker.server")
+
+API_VERSIONS_KEY = 18
+_I32 = struct.Struct(">i")
+_REQ_PREFIX = struct.Struct(">hhi")
+
+
+class ProtocolViolation(Exception):
+    """The peer sent something Kafka would close the connection for."""
+
+
+@dataclass
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    peer: str
+    received_at: float
+
+
+class Server:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[asyncio.StreamWriter] = set()
+        load_all()
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen; return the bound port (``port`` 0 picks a free one)."""
+        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20, reuse_address=True)
+        return self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for w in list(self._conns):
+            w.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = "%s:%s" % writer.get_extra_info("peername")[:2]
+        self._conns.add(writer)
+        max_size = self.broker.config["socket.request.max.bytes"]
+        try:
+            while True:
+                try:
+                    size_bytes = await reader.readexactly(4)
+                except asyncio.IncompleteReadError as e:
+                    if e.partial:
+                        log.warning("%s: connection closed inside a frame size (%d bytes)", peer, len(e.partial))
+                    return
+                (size,) = _I32.unpack(size_bytes)
+                if size < 0 or size > max_size:
+                    raise ProtocolViolation(f"frame size {size} outside 0..socket.request.max.bytes={max_size}")
+                try:
+                    payload = await reader.readexactly(size)
+                except asyncio.IncompleteReadError as e:
+                    log.warning("%s: truncated frame: %d of %d bytes", peer, len(e.partial), size)
+                    return
+                out = await self._dispatch(payload, peer)
+                if out is not None:
+                    writer.write(out)
+                    await writer.drain()
+        except ProtocolViolation as e:
+            log.warning("%s: closing connection: %s", peer, e)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:  # a handler bug: close this connection, keep serving everyone else
+            log.exception("%s: internal error; closing connection", peer)
+        finally:
+            self._conns.discard(writer)
+            writer.close()
+
+    async def _dispatch(self, payload: bytes, peer: str) -> bytes | None:
+        if len(payload) < _REQ_PREFIX.size:
+            raise ProtocolViolation(f"request of {len(payload)} bytes is shorter than a request header")
+        api_key, api_version, correlation_id = _REQ_PREFIX.unpack_from(payload)
+        handler = HANDLERS.get(api_key)
+        if handler is None:
+            raise ProtocolViolation(f"unknown API key {api_key}")
+        if not handler.supports(api_version):
+            if api_key == API_VERSIONS_KEY:
+                from .apis.api_versions import unsupported_version_response
+                return frame(correlation_id, unsupported_version_response(), 0, flexible=False)
+            raise ProtocolViolation(
+                f"{handler.name} v{api_version} unsupported (served: v{handler.min_version}-v{handler.max_version})")
+        flexible = handler.request_cls.flexible_version_q(api_version)
+        try:
+            bio = io.BytesIO(payload)
+            header = RequestHeader.decode(bio, flexible=flexible)
+            request = handler.request_cls.decode(memoryview(payload)[bio.tell():], version=api_version)
+        except Exception as e:  # the codec raises many types on garbage
+            raise ProtocolViolation(f"cannot decode {handler.name} v{api_version}: {type(e).__name__}: {e}") from None
+        ctx = RequestContext(self.broker, api_key, api_version, correlation_id, header.client_id, peer,
+                             self.broker.clock.monotonic())
+        response = await handler.fn(ctx, request)
+        if response is None:  # e.g. Produce with acks=0
+            return None
+        # ApiVersions responses always use header v0 (KIP-511), whatever the body's version.
+        return frame(correlation_id, response, api_version, flexible=flexible and api_key != API_VERSIONS_KEY)
+
+
+def frame(correlation_id: int, response: Any, version: int, *, flexible: bool) -> bytes:
+    """Size-prefixed response: header (correlation id, + empty tagged fields when flexible) then body.
+
+    The body is encoded by kafka.protocol; the header is written here because kafka-python 3.0.12's
+    ``encode(header=True)`` assumes a request header for responses.
+    """
+    body = response.encode(version=version)
+    header = _I32.pack(correlation_id) + (b"\x00" if flexible else b"")
+    return _I32.pack(len(header) + len(body)) + header + bytes(body)
