@@ -119,6 +119,9 @@ def split_key(key: str) -> tuple[str, int]:
     return topic, int(part)
 
 
+_SCALARS = (str, int, float)
+
+
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
@@ -133,6 +136,7 @@ def _check_record(rec: Any, *, completed: bool, polled: bool) -> None:
     _need(isinstance(rec.get("topic"), str), "record needs a string topic")
     _need(_is_int(rec.get("partition")), "record needs an integer partition")
     _need("value" in rec, "record needs a value")
+    _need(isinstance(rec["value"], _SCALARS) or rec["value"] is None, "record value must be a scalar (str/int/float)")
     if polled:
         _need(_is_int(rec.get("offset")), "polled record needs an integer offset")
     elif completed and "offset" in rec and rec["offset"] is not None:

@@ -1,0 +1,399 @@
+"""Kafka anomaly checker: Jepsen's Kafka analyses over our history contract (see history/schema.py).
+
+One pass over the operations (in index order) collects, per key (topic-partition), the observed log, writers,
+readers and the pairs of successive reads/sends each process made; a second, per-key pass over that compact data
+turns it into cases. Each finder returns plain dicts with the evidence (key, values, offsets, operations).
+
+Which anomalies are acceptable under which settings is decided in ONE place: :data:`ACCEPTABLE`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+ANOMALIES = (
+    "lost-write",
+    "duplicate",
+    "inconsistent-offsets",
+    "nonmonotonic-send",
+    "int-nonmonotonic-send",
+    "nonmonotonic-poll",
+    "int-nonmonotonic-poll",
+    "poll-skip",
+    "int-poll-skip",
+    "unseen",
+    "G1a",
+    "int-send-skip",
+)
+
+# anomaly -> (predicate over the run's settings, why it is acceptable then). The only place this is decided.
+ACCEPTABLE: dict[str, tuple[Callable[[dict], bool], str]] = {
+    # Batched sends interleave with other producers' sends in Kafka; gaps between a batch's records are normal.
+    "int-send-skip": (lambda s: True, "other producers' records interleave with a batch"),
+    # With subscribe the group may move a partition between consumers between polls, so a consumer can
+    # legitimately jump forward or back (Jepsen allows the same when :sub-via includes :subscribe).
+    "poll-skip": (lambda s: "subscribe" in s.get("sub_via", ()), "subscribe: rebalances move positions"),
+    "nonmonotonic-poll": (lambda s: "subscribe" in s.get("sub_via", ()), "subscribe: rebalances move positions"),
+}
+
+
+def acceptable(settings: dict | None) -> frozenset[str]:
+    """The anomalies a run with these header settings is allowed to show."""
+    s = settings or {}
+    return frozenset(a for a, (pred, _why) in ACCEPTABLE.items() if pred(s))
+
+
+_MISSING = object()
+
+
+class _Key:
+    """Everything the pass collects about one topic-partition."""
+
+    __slots__ = ("log", "conflicts", "writers", "readers", "polls", "poll_pairs", "send_pairs", "batches",
+                 "info_offsets")
+
+    def __init__(self) -> None:
+        self.log: dict[int, Any] = {}  # offset -> first value observed there
+        self.conflicts: dict[int, list] = {}  # offset -> all values when more than one
+        self.writers: dict[Any, tuple[int, str]] = {}  # value -> (op position, completion type)
+        self.readers: dict[Any, int] = {}  # value -> first ok poll (position) that read it
+        self.polls: list[tuple[int, list]] = []  # (position, values) for polls with >= 2 records of this key
+        self.poll_pairs: list[tuple] = []  # (prev pos, prev last value, pos, first value)
+        self.send_pairs: list[tuple] = []  # (prev pos, prev value, pos, value)
+        self.batches: list[tuple[int, list]] = []  # (position, values) for batches with >= 2 sends to this key
+        self.info_offsets: list[tuple[int, Any]] = []  # offsets reported by info sends (used only if read)
+
+    def observe(self, off: int, v: Any) -> None:
+        prev = self.log.get(off, _MISSING)
+        if prev is _MISSING:
+            self.log[off] = v
+        elif prev != v:
+            vs = self.conflicts.get(off)
+            if vs is None:
+                self.conflicts[off] = [prev, v]
+            elif v not in vs:
+                vs.append(v)
+
+
+@dataclass
+class CheckResult:
+    """Cases per anomaly (each a dict with evidence), which are acceptable, and the verdict."""
+
+    anomalies: dict[str, list[dict]]
+    acceptable: frozenset[str] = frozenset()
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {a: len(c) for a, c in self.anomalies.items() if c}
+
+    @property
+    def found(self) -> frozenset[str]:
+        return frozenset(a for a, c in self.anomalies.items() if c)
+
+    @property
+    def bad(self) -> frozenset[str]:
+        """Anomalies found that these settings do not accept."""
+        return self.found - self.acceptable
+
+    @property
+    def valid(self) -> bool:
+        return not self.bad
+
+    def summary(self, n: int = 8) -> dict:
+        """The N most interesting cases per anomaly plus counts (full cases stay in ``anomalies``)."""
+        return {
+            "valid": self.valid,
+            "bad": sorted(self.bad),
+            "acceptable_found": sorted(self.found & self.acceptable),
+            "counts": self.counts,
+            "cases": {a: _most_interesting(a, c)[:n] for a, c in self.anomalies.items() if c},
+        }
+
+
+def _most_interesting(anomaly: str, cases: list[dict]) -> list[dict]:
+    if anomaly in ("poll-skip", "int-poll-skip", "int-send-skip"):
+        return sorted(cases, key=lambda c: -c.get("delta", 0))
+    if anomaly in ("nonmonotonic-poll", "int-nonmonotonic-poll", "nonmonotonic-send", "int-nonmonotonic-send"):
+        return sorted(cases, key=lambda c: c.get("delta", 0))
+    return cases
+
+
+def _key_name(k: tuple) -> str:
+    return f"{k[0]}/{k[1]}"
+
+
+def analyze(ops: Sequence[dict], settings: dict | None = None) -> CheckResult:
+    """Find every Kafka anomaly in one run's operations (index order, as history.read returns them)."""
+    keys: dict[tuple, _Key] = {}
+    last_read: dict[int, dict] = {}  # process -> key -> (pos, last value)
+    last_send: dict[int, dict] = {}
+    n_records = 0
+
+    def ks_of(k: tuple) -> _Key:
+        ks = keys.get(k)
+        if ks is None:
+            ks = keys[k] = _Key()
+        return ks
+
+    for pos, op in enumerate(ops):
+        typ = op["type"]
+        if typ == "invoke":
+            continue
+        f = op["f"]
+        p = op["process"]
+        if f == "poll":
+            if typ != "ok":
+                continue  # failed or unknown polls tell us nothing and do not move positions
+            recs = op["value"]["records"]
+            if not recs:
+                continue
+            n_records += len(recs)
+            r0 = recs[0]
+            k0 = (r0["topic"], r0["partition"])
+            single = True
+            for r in recs:
+                if r["partition"] != k0[1] or r["topic"] != k0[0]:
+                    single = False
+                    break
+            if single:
+                ks = ks_of(k0)
+                vals = []
+                log = ks.log
+                readers = ks.readers
+                for r in recs:
+                    v = r["value"]
+                    off = r["offset"]
+                    prev = log.get(off, _MISSING)
+                    if prev is _MISSING:
+                        log[off] = v
+                    elif prev != v:
+                        ks.observe(off, v)
+                    if v not in readers:
+                        readers[v] = pos
+                    vals.append(v)
+                groups = ((k0, ks, vals),)
+            else:
+                by_key: dict[tuple, list] = {}
+                for r in recs:
+                    k = (r["topic"], r["partition"])
+                    v = r["value"]
+                    ks = ks_of(k)
+                    ks.observe(r["offset"], v)
+                    if v not in ks.readers:
+                        ks.readers[v] = pos
+                    lst = by_key.get(k)
+                    if lst is None:
+                        by_key[k] = [v]
+                    else:
+                        lst.append(v)
+                groups = tuple((k, keys[k], vals) for k, vals in by_key.items())
+            lr = last_read.get(p)
+            if lr is None:
+                lr = last_read[p] = {}
+            for k, ks, vals in groups:
+                if len(vals) > 1:
+                    ks.polls.append((pos, vals))
+                prev = lr.get(k)
+                if prev is not None:
+                    ks.poll_pairs.append((prev[0], prev[1], pos, vals[0]))
+                lr[k] = (pos, vals[-1])
+        elif f == "send":
+            value = op["value"]
+            recs = value["records"] if "records" in value else (value,)
+            ls = None
+            if typ != "fail":
+                ls = last_send.get(p)
+                if ls is None:
+                    ls = last_send[p] = {}
+            batch: dict[tuple, list] | None = {} if len(recs) > 1 else None
+            for r in recs:
+                k = (r["topic"], r["partition"])
+                v = r["value"]
+                ks = keys.get(k)
+                if ks is None:
+                    ks = keys[k] = _Key()
+                ks.writers[v] = (pos, typ)
+                if typ == "fail":
+                    continue
+                off = r.get("offset")
+                if off is not None:
+                    if typ == "ok":
+                        ks.observe(off, v)
+                    else:
+                        ks.info_offsets.append((off, v))
+                if batch is not None:
+                    batch.setdefault(k, []).append(v)
+                prev = ls.get(k)
+                if prev is not None and prev[0] != pos:  # pairs inside one batch are internal, checked below
+                    ks.send_pairs.append((prev[0], prev[1], pos, v))
+                ls[k] = (pos, v)
+            if batch:
+                for k, vals in batch.items():
+                    if len(vals) > 1:
+                        keys[k].batches.append((pos, vals))
+        elif f in ("assign", "subscribe"):
+            if typ == "fail":
+                continue
+            v = op["value"]
+            for table in (last_read, last_send):
+                cur = table.get(p)
+                if not cur:
+                    continue
+                if f == "assign":
+                    keep = set(v["partitions"])
+                    table[p] = {k: x for k, x in cur.items() if _key_name(k) in keep}
+                else:
+                    topics = set(v["topics"])
+                    table[p] = {k: x for k, x in cur.items() if k[0] in topics}
+        elif f == "crash":
+            last_read.pop(p, None)
+            last_send.pop(p, None)
+
+    anomalies: dict[str, list[dict]] = {a: [] for a in ANOMALIES}
+    for k, ks in keys.items():
+        _analyze_key(_key_name(k), ks, anomalies, ops)
+    stats = {"ops": len(ops), "keys": len(keys), "polled_records": n_records}
+    return CheckResult(anomalies, acceptable(settings), stats)
+
+
+def _op_ref(ops: Sequence[dict], pos: int | None) -> dict | None:
+    """Evidence form of an operation: the completion as recorded."""
+    if pos is None:
+        return None
+    op = ops[pos]
+    return {"index": op["index"], "time_ns": op["time_ns"], "process": op["process"], "type": op["type"],
+            "f": op["f"], "value": op["value"]}
+
+
+def _analyze_key(key: str, ks: _Key, out: dict[str, list[dict]], ops: Sequence[dict]) -> None:
+    readers = ks.readers
+    writers = ks.writers
+    # Info sends count towards the version order only if someone read their value (they must have happened).
+    for off, v in ks.info_offsets:
+        if v in readers:
+            ks.observe(off, v)
+    offsets = sorted(ks.log)
+    by_index: list = []
+    by_value: dict[Any, int] = {}  # value -> dense index, from the one value chosen per offset (Jepsen's :by-value)
+    first_index: dict[Any, int] = {}  # every value -> first dense index it appears at
+    last_index: dict[Any, int] = {}  # every value -> last dense index it appears at
+    conflicts = ks.conflicts
+    value_offsets: dict[Any, list[int]] = {}
+    for i, off in enumerate(offsets):
+        v = ks.log[off]
+        by_index.append(v)
+        if v not in by_value:
+            by_value[v] = i
+        vs = conflicts.get(off) or (v,)
+        for x in vs:
+            if x not in first_index:
+                first_index[x] = i
+            last_index[x] = i
+            lst = value_offsets.get(x)
+            if lst is None:
+                value_offsets[x] = [off]
+            else:
+                lst.append(off)
+
+    # inconsistent-offsets: one offset, several values.
+    for off in sorted(conflicts):
+        vals = conflicts[off]
+        out["inconsistent-offsets"].append(
+            {"key": key, "offset": off, "values": list(vals),
+             "writers": [_op_ref(ops, writers[x][0]) if x in writers else None for x in vals],
+             "readers": [_op_ref(ops, readers.get(x)) for x in vals]}
+        )
+    # duplicate: one value, several offsets.
+    for v, offs in value_offsets.items():
+        if len(offs) > 1:
+            out["duplicate"].append(
+                {"key": key, "value": v, "count": len(offs), "offsets": offs,
+                 "writer": _op_ref(ops, writers[v][0]) if v in writers else None,
+                 "reader": _op_ref(ops, readers.get(v))}
+            )
+    # G1a: an ok poll read a value whose send failed.
+    for v, rpos in readers.items():
+        w = writers.get(v)
+        if w is not None and w[1] == "fail":
+            out["G1a"].append({"key": key, "value": v, "writer": _op_ref(ops, w[0]), "reader": _op_ref(ops, rpos)})
+    # lost-write / unseen.
+    bound = -1
+    bound_value = None
+    for v in readers:
+        i = first_index.get(v)
+        if i is not None and i > bound:
+            bound, bound_value = i, v
+    for v, (wpos, wtyp) in writers.items():
+        if wtyp != "ok" or v in readers:
+            continue  # info sends never read may not have happened; failed ones did not
+        li = last_index.get(v)
+        if li is not None and li <= bound:
+            out["lost-write"].append(
+                {"key": key, "value": v, "index": first_index[v], "max_read_index": bound,
+                 "max_read_value": bound_value, "writer": _op_ref(ops, wpos),
+                 "max_read": _op_ref(ops, readers.get(bound_value))}
+            )
+        else:
+            out["unseen"].append({"key": key, "value": v, "index": li, "max_read_index": bound,
+                                  "writer": _op_ref(ops, wpos)})
+
+    def delta_of(v1: Any, v2: Any) -> int | None:
+        i1 = by_value.get(v1)
+        i2 = by_value.get(v2)
+        if i1 is None or i2 is None:
+            return None
+        return i2 - i1
+
+    # poll-skip / nonmonotonic-poll across one process's successive polls.
+    for ppos, pv, cpos, cv in ks.poll_pairs:
+        d = delta_of(pv, cv)
+        if d is None or d == 1:
+            continue
+        if d > 1:
+            i1 = by_value[pv]
+            out["poll-skip"].append({"key": key, "values": [pv, cv], "delta": d,
+                                     "skipped": by_index[i1 + 1: i1 + d],
+                                     "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
+        else:
+            out["nonmonotonic-poll"].append({"key": key, "values": [pv, cv], "delta": d,
+                                             "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
+    # int-poll-skip / int-nonmonotonic-poll inside one poll.
+    for pos, vals in ks.polls:
+        for a, b in zip(vals, vals[1:], strict=False):
+            d = delta_of(a, b)
+            if d is None or d == 1:
+                continue
+            if d > 1:
+                i1 = by_value[a]
+                out["int-poll-skip"].append({"key": key, "values": [a, b], "delta": d,
+                                             "skipped": by_index[i1 + 1: i1 + d], "op": _op_ref(ops, pos)})
+            else:
+                out["int-nonmonotonic-poll"].append({"key": key, "values": [a, b], "delta": d,
+                                                     "op": _op_ref(ops, pos)})
+    # nonmonotonic-send across one process's successive sends.
+    for ppos, pv, cpos, cv in ks.send_pairs:
+        d = delta_of(pv, cv)
+        if d is not None and d < 1:
+            out["nonmonotonic-send"].append({"key": key, "values": [pv, cv], "delta": d,
+                                             "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
+    # int-nonmonotonic-send / int-send-skip inside one batch.
+    for pos, vals in ks.batches:
+        for a, b in zip(vals, vals[1:], strict=False):
+            d = delta_of(a, b)
+            if d is None or d == 1:
+                continue
+            if d > 1:
+                i1 = by_value[a]
+                out["int-send-skip"].append({"key": key, "values": [a, b], "delta": d,
+                                             "skipped": by_index[i1 + 1: i1 + d], "op": _op_ref(ops, pos)})
+            else:
+                out["int-nonmonotonic-send"].append({"key": key, "values": [a, b], "delta": d,
+                                                     "op": _op_ref(ops, pos)})
+
+
+def check(ops: Iterable[dict], settings: dict | None = None) -> CheckResult:
+    """Convenience wrapper accepting any iterable of operations."""
+    return analyze(ops if isinstance(ops, Sequence) else list(ops), settings)
