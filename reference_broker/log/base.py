@@ -87,25 +87,24 @@ class Log(abc.ABC):
         """Leader epoch cache: (epoch, first offset with that epoch), ascending (OffsetForLeaderEpoch)."""
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(epoch, end offset) as OffsetsForLeaderEpoch answers: the start offset of the first larger epoch, or
-        the LEO when ``epoch`` is the latest; (-1, -1) when ``epoch`` is below every known epoch."""
+        """(epoch, end offset) as OffsetsForLeaderEpoch answers (Kafka's LeaderEpochFileCache.endOffsetFor):
+        the LEO for the latest epoch; else the largest known epoch <= ``epoch`` with the start offset of the
+        first larger one; ``epoch`` itself with the first entry's start when it is below every known epoch;
+        (-1, -1) when ``epoch`` is -1 or above every known epoch."""
         entries = self.epoch_entries()
-        if not entries:
+        if epoch < 0 or not entries or epoch > entries[-1].epoch:
             return (-1, -1)
-        if epoch >= entries[-1].epoch:
-            return (entries[-1].epoch, self.log_end_offset)
-        best = None
-        for i, e in enumerate(entries):
-            if e.epoch <= epoch:
-                best = i
-            else:
-                break
-        if best is None:
-            return (-1, -1)
-        return (entries[best].epoch, entries[best + 1].start_offset)
+        if epoch == entries[-1].epoch:
+            return (epoch, self.log_end_offset)
+        floor = None
+        for e in entries:
+            if e.epoch > epoch:
+                return (floor.epoch if floor is not None else epoch, e.start_offset)
+            floor = e
+        raise AssertionError("unreachable: epoch < latest epoch has a higher entry")
 
-    def flush(self) -> None:
+    def flush(self) -> None:  # noqa: B027 - optional hook, a no-op for memory
         """Make appended data durable (no-op for memory)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op for memory
         """Release files; the log is unusable afterwards."""

@@ -27,6 +27,7 @@ BASE_SEQUENCE = 53
 RECORDS_COUNT = 57
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base offset + length precede the part that `length` counts
+TIMESTAMP_TYPE_MASK = 0x08  # attributes bit 3: 0 = CreateTime, 1 = LogAppendTime
 
 
 class BatchHeader(NamedTuple):
@@ -55,6 +56,10 @@ class BatchHeader(NamedTuple):
     @property
     def compression(self) -> int:
         return self.attributes & 0x07
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
 
     @property
     def is_transactional(self) -> bool:
@@ -125,3 +130,14 @@ def stamp(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> None
     """Assign the base offset and partition leader epoch in place (outside the CRC's range)."""
     struct.pack_into(">q", buf, pos + BASE_OFFSET, base_offset)
     struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH, leader_epoch)
+
+
+def set_log_append_time(buf: bytearray, pos: int, timestamp_ms: int) -> None:
+    """Stamp LogAppendTime as Kafka's DefaultRecordBatch.setMaxTimestamp does: the timestamp-type attribute bit
+    and the max timestamp change, so the CRC is recomputed. Readers then take every record's timestamp from the
+    batch's max timestamp, which is what makes the broker's clock authoritative."""
+    attributes = struct.unpack_from(">h", buf, pos + ATTRIBUTES)[0] | TIMESTAMP_TYPE_MASK
+    struct.pack_into(">h", buf, pos + ATTRIBUTES, attributes)
+    struct.pack_into(">q", buf, pos + MAX_TIMESTAMP, timestamp_ms)
+    size = parse_header(buf, pos).size
+    struct.pack_into(">I", buf, pos + CRC, compute_crc(buf, pos, size))

@@ -2,22 +2,42 @@
 from __future__ import annotations
 
 import bisect
-import struct
 
 from . import batch as B
 from .base import AppendInfo, EpochEntry, Log, ReadResult, TimestampOffset
+from .epochs import LeaderEpochCache
+
+
+def check_replica_batches(mv: memoryview, log_end_offset: int) -> list[tuple[int, B.BatchHeader]]:
+    """The follower path's checks before anything is written (Kafka's analyzeAndValidateRecords /
+    appendAsFollower): every complete batch passes CRC32C, offsets ascend, and none overlaps the log end.
+    A trailing partial batch is dropped (a fetch response may end mid-batch); batches wholly below the log
+    end are skipped (already held). Returns the batches to append."""
+    out: list[tuple[int, B.BatchHeader]] = []
+    next_offset = log_end_offset
+    for pos, h in B.iter_batches(mv, strict=False):
+        B.validate(mv, pos)
+        if h.next_offset <= log_end_offset and not out:
+            continue
+        if h.base_offset < next_offset:
+            raise B.InvalidBatch(f"batch at offset {h.base_offset} overlaps offsets below {next_offset} "
+                                 f"(out of order or straddling the log end offset {log_end_offset})")
+        out.append((pos, h))
+        next_offset = h.next_offset
+    return out
 
 
 class MemoryLog(Log):
     def __init__(self) -> None:
         self._bases: list[int] = []       # base offset of each batch, ascending
+        self._nexts: list[int] = []       # last offset + 1 of each batch
         self._batches: list[bytes] = []
         self._positions: list[int] = []   # virtual byte position of each batch (cumulative sizes)
         self._max_ts: list[int] = []
         self._next_pos = 0
         self._start = 0
         self._end = 0
-        self._epochs: list[EpochEntry] = []
+        self._epochs = LeaderEpochCache()
 
     @property
     def log_start_offset(self) -> int:
@@ -29,21 +49,22 @@ class MemoryLog(Log):
 
     def _add(self, data: bytes, h: B.BatchHeader) -> None:
         self._bases.append(h.base_offset)
+        self._nexts.append(h.next_offset)
         self._batches.append(data)
         self._positions.append(self._next_pos)
         self._max_ts.append(h.max_timestamp)
         self._next_pos += h.size
         self._end = h.next_offset
-        if not self._epochs or h.leader_epoch > self._epochs[-1].epoch:
-            self._epochs.append(EpochEntry(h.leader_epoch, h.base_offset))
+        self._epochs.assign(h.leader_epoch, h.base_offset)
 
     def append(self, batch, leader_epoch: int, timestamp_ms: int | None = None) -> AppendInfo:
         buf = bytearray(batch)
         h = B.parse_header(buf)
+        if h.size != len(buf):
+            raise B.InvalidBatch(f"append takes exactly one batch: header says {h.size} bytes, got {len(buf)}")
         B.stamp(buf, 0, self._end, leader_epoch)
         if timestamp_ms is not None:
-            struct.pack_into(">q", buf, B.MAX_TIMESTAMP, timestamp_ms)
-            struct.pack_into(">I", buf, B.CRC, B.compute_crc(buf, 0, h.size))
+            B.set_log_append_time(buf, 0, timestamp_ms)
         h = B.parse_header(buf)
         self._add(bytes(buf), h)
         return AppendInfo(h.base_offset, h.last_offset, h.max_timestamp, h.size)
@@ -51,9 +72,7 @@ class MemoryLog(Log):
     def append_replica(self, batches) -> AppendInfo | None:
         info = None
         mv = memoryview(batches)
-        for pos, h in B.iter_batches(mv, strict=False):
-            if h.next_offset <= self._end:
-                continue
+        for pos, h in check_replica_batches(mv, self._end):
             self._add(bytes(mv[pos:pos + h.size]), h)
             first = info.base_offset if info else h.base_offset
             info = AppendInfo(first, h.last_offset, h.max_timestamp, (info.size if info else 0) + h.size)
@@ -64,8 +83,7 @@ class MemoryLog(Log):
         i = bisect.bisect_right(self._bases, offset) - 1
         if i < 0:
             return 0
-        h_next = self._bases[i] + B.parse_header(self._batches[i]).last_offset_delta + 1
-        return i if offset < h_next else i + 1
+        return i if offset < self._nexts[i] else i + 1
 
     def _pos_of(self, offset: int) -> int:
         i = self._index_of(offset)
@@ -96,41 +114,51 @@ class MemoryLog(Log):
         if offset <= self._start:
             return
         self._start = min(offset, self._end)
+        self._epochs.truncate_from_start(self._start)
         # drop whole batches entirely below the new start
-        drop = 0
-        while drop < len(self._bases):
-            h = B.parse_header(self._batches[drop])
-            if h.next_offset <= self._start:
-                drop += 1
-            else:
-                break
+        drop = bisect.bisect_right(self._nexts, self._start)
         if drop:
-            del self._bases[:drop], self._batches[:drop], self._positions[:drop], self._max_ts[:drop]
+            del self._bases[:drop], self._nexts[:drop], self._batches[:drop], self._positions[:drop]
+            del self._max_ts[:drop]
 
     def truncate_to(self, offset: int) -> None:
+        """Kafka's UnifiedLog.truncateTo: the batch holding ``offset`` and all after it go, the LEO becomes
+        ``offset`` and the log start offset falls to it if it was higher."""
         if offset >= self._end:
             return
-        i = bisect.bisect_left(self._bases, offset)
-        del self._bases[i:], self._batches[i:], self._positions[i:], self._max_ts[i:]
-        self._next_pos = self._positions[-1] + len(self._batches[-1]) if self._batches else self._next_pos
-        self._end = max(offset, self._start)
-        self._epochs = [e for e in self._epochs if e.start_offset < self._end]
+        i = self._index_of(offset)
+        if i < len(self._positions):
+            self._next_pos = self._positions[i]
+        del self._bases[i:], self._nexts[i:], self._batches[i:], self._positions[i:], self._max_ts[i:]
+        self._end = offset
+        self._start = min(self._start, offset)
+        self._epochs.truncate_from_end(offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
         for i, ts in enumerate(self._max_ts):
             if ts >= timestamp_ms:
-                from kafka.record.default_records import DefaultRecordBatch
-                for rec in DefaultRecordBatch(self._batches[i]):
-                    if rec.timestamp >= timestamp_ms and rec.offset >= self._start:
-                        return TimestampOffset(rec.offset, rec.timestamp)
+                found = first_record_at_or_after(self._batches[i], timestamp_ms, self._start)
+                if found is not None:
+                    return found
         return None
 
     def max_timestamp(self) -> TimestampOffset | None:
         if not self._max_ts:
             return None
         i = max(range(len(self._max_ts)), key=lambda k: (self._max_ts[k], -k))
-        h = B.parse_header(self._batches[i])
-        return TimestampOffset(h.last_offset, h.max_timestamp)
+        return TimestampOffset(self._nexts[i] - 1, self._max_ts[i])
 
     def epoch_entries(self) -> list[EpochEntry]:
-        return list(self._epochs)
+        return self._epochs.entries()
+
+
+def first_record_at_or_after(batch: bytes, timestamp_ms: int, min_offset: int) -> TimestampOffset | None:
+    """The first record of ``batch`` with timestamp >= ``timestamp_ms`` and offset >= ``min_offset``
+    (Kafka's FileRecords.searchForTimestamp, one batch). kafka.record decodes, so LogAppendTime batches report
+    the batch's max timestamp for every record, as Kafka's consumers see them."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    for rec in DefaultRecordBatch(batch):
+        if rec.timestamp >= timestamp_ms and rec.offset >= min_offset:
+            return TimestampOffset(rec.offset, rec.timestamp)
+    return None
