@@ -205,9 +205,10 @@ def _scenario(kind: str) -> list[tuple]:
         "unseen": [send(a, 0), send(b_, 1)] + assign + [poll(R1, (0, a))],
         # a's send failed, yet a poll returned it.
         "G1a": [send(a, None, "fail")] + assign + [poll(R1, (0, a))],
-        # acceptable: a batch's records were not adjacent (another producer's b sits between them).
-        "int-send-skip": [(W, "send", {"records": [_rec(a), _rec(c)]}, "ok", {"records": [_rec(a, 0), _rec(c, 2)]}),
-                          send(b_, 1, p=103)] + assign + [full],
+        # acceptable: a batch's records were not adjacent (a concurrent producer's b sits between them).
+        "int-send-skip": [("raw", 103, "invoke", "send", _rec(b_)),
+                          (W, "send", {"records": [_rec(a), _rec(c)]}, "ok", {"records": [_rec(a, 0), _rec(c, 2)]}),
+                          ("raw", 103, "ok", "send", _rec(b_, 1))] + assign + [full],
     }
     return scenarios[kind]
 
@@ -222,7 +223,11 @@ def with_anomaly(h: History, kind: str) -> History:
     """A copy of ``h`` with one scenario appended on partition anom/0 by processes of its own (100+)."""
     out = History(h.run_id, [dict(op) for op in h.ops], h.target, h.nemesis, dict(h.settings))
     b = _Builder(out, out.ops[-1]["time_ns"] if out.ops else 0)
-    for p, f, inv, typ, done in _scenario(kind):
+    for step in _scenario(kind):
+        if step[0] == "raw":
+            b.add(*step[1:])
+            continue
+        p, f, inv, typ, done = step
         b.add(p, "invoke", f, inv)
         b.add(p, typ, f, done if done is not None else inv)
     return out

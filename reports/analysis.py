@@ -1,0 +1,181 @@
+"""One run's verdict, computed either directly or part by part (the Spark job's way), with identical results.
+
+Every Kafka analysis here is per key, so a run splits into *parts* (P-compositionality): one per topic-partition
+(sends and polls restricted to that partition, plus the assign/subscribe/crash operations that reset consumer
+tracking, broadcast to every partition) and one per (group, topic-partition) for committed offsets. Checking the
+parts and adding up their results gives the same verdict as checking the whole run; the tests hold us to that.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from history.io import History
+from history.schema import key_of
+
+from .checkers import ANOMALIES, acceptable, analyze
+from .linearizability import ILLEGAL, OK, UNKNOWN, check_operations
+from .models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_operations
+
+TP, GROUP = "tp", "group"
+LIN_MODELS = ("partition-log", "committed-offsets")
+_BROADCAST = frozenset(("assign", "subscribe", "crash"))
+
+
+def _proj(op: dict, value: Any) -> dict:
+    return {"run_id": op["run_id"], "index": op["index"], "time_ns": op["time_ns"], "process": op["process"],
+            "type": op["type"], "f": op["f"], "value": value}
+
+
+def split_parts(ops: Sequence[dict]) -> list[tuple[str, str, list[dict]]]:
+    """[(kind, key, ops)]: kind ``tp`` with key ``topic/partition``, kind ``group`` with key ``group|topic/partition``."""
+    completion: dict[int, int] = {}
+    in_flight: dict[int, int] = {}
+    for i, op in enumerate(ops):
+        if op["type"] == "invoke":
+            in_flight[op["process"]] = i
+        else:
+            j = in_flight.pop(op["process"], None)
+            if j is not None:
+                completion[j] = i
+    parts: dict[tuple[str, str], list[dict]] = {}
+    broadcast: list[dict] = []
+
+    def put(kind: str, key: str, op: dict) -> None:
+        lst = parts.get((kind, key))
+        if lst is None:
+            lst = parts[(kind, key)] = []
+        lst.append(op)
+
+    for i, op in enumerate(ops):
+        f, typ, v = op["f"], op["type"], op["value"]
+        if f == "send":
+            if "records" in v:
+                by_key: dict[str, list] = {}
+                for r in v["records"]:
+                    by_key.setdefault(key_of(r["topic"], r["partition"]), []).append(r)
+                for k, recs in by_key.items():
+                    put(TP, k, _proj(op, recs[0] if len(recs) == 1 else {"records": recs}))
+            else:
+                put(TP, key_of(v["topic"], v["partition"]), op)
+        elif f == "poll":
+            src = op if typ != "invoke" else (ops[completion[i]] if i in completion else None)
+            if src is None or src["type"] != "ok":
+                continue
+            by_key = {}
+            for r in src["value"]["records"]:
+                by_key.setdefault(key_of(r["topic"], r["partition"]), []).append(r)
+            for k, recs in by_key.items():
+                put(TP, k, _proj(op, v if typ == "invoke" else {"records": recs}))
+        elif f in _BROADCAST:
+            broadcast.append(op)
+            if f == "assign":
+                for k in v["partitions"]:
+                    parts.setdefault((TP, k), [])
+        elif f == "commit":
+            for k, o in v["offsets"].items():
+                put(GROUP, f"{v['group']}|{k}", _proj(op, {"group": v["group"], "offsets": {k: o}}))
+        elif f == "fetch_offsets":
+            if typ == "invoke":
+                for k in v.get("partitions", []):
+                    put(GROUP, f"{v['group']}|{k}", _proj(op, {"group": v["group"], "partitions": [k]}))
+            elif typ == "ok":
+                for k, o in v["offsets"].items():
+                    put(GROUP, f"{v['group']}|{k}", _proj(op, {"group": v["group"], "offsets": {k: o}}))
+    out = []
+    for (kind, key), lst in sorted(parts.items()):
+        if kind == TP and broadcast:
+            lst = list(heapq.merge(lst, broadcast, key=lambda o: o["index"]))
+        out.append((kind, key, lst))
+    return out
+
+
+@dataclass
+class PartVerdict:
+    """What the Spark job computes per (run, part)."""
+
+    kind: str
+    key: str
+    ops: int
+    anomaly_counts: dict[str, int] = field(default_factory=dict)
+    cases: dict[str, list] = field(default_factory=dict)
+    lin_model: str | None = None
+    lin_verdict: str | None = None
+    lin_elapsed_s: float = 0.0
+    counterexample: dict | None = None
+
+
+def check_part(kind: str, key: str, ops: Sequence[dict], settings: dict | None, budget_s: float,
+               max_cases: int = 8) -> PartVerdict:
+    """Anomalies + partition-log linearizability for a ``tp`` part; committed-offsets for a ``group`` part."""
+    if kind == TP:
+        res = analyze(ops, settings)
+        lin = check_operations(PARTITION_LOG, log_operations(ops), budget_s=budget_s)
+        pv = PartVerdict(kind, key, len(ops), res.counts, res.summary(max_cases)["cases"], PARTITION_LOG.name)
+    else:
+        lin = check_operations(COMMITTED_OFFSETS, offset_operations(ops), budget_s=budget_s)
+        pv = PartVerdict(kind, key, len(ops), lin_model=COMMITTED_OFFSETS.name)
+    pv.lin_verdict = lin.verdict
+    pv.lin_elapsed_s = sum(p.elapsed_s for p in lin.parts)
+    bad = lin.illegal_parts
+    pv.counterexample = bad[0].counterexample if bad else None
+    return pv
+
+
+@dataclass
+class RunVerdict:
+    """One run's verdict: anomaly counts, which are not acceptable, and linearizability per model."""
+
+    run_id: str
+    target: str
+    nemesis: str | None
+    ops: int
+    anomaly_counts: dict[str, int]
+    bad: list[str]
+    lin: dict[str, str]
+
+    @property
+    def valid(self) -> bool:
+        return not self.bad and all(v != ILLEGAL for v in self.lin.values())
+
+    def key(self) -> tuple:
+        """Everything that must agree between a direct run and the Spark job."""
+        return (self.run_id, self.target, self.nemesis, self.ops, tuple(sorted(self.anomaly_counts.items())),
+                tuple(self.bad), tuple(sorted(self.lin.items())))
+
+
+def combine_lin(verdicts: Iterable[str]) -> str:
+    vs = list(verdicts)
+    if ILLEGAL in vs:
+        return ILLEGAL
+    if UNKNOWN in vs:
+        return UNKNOWN
+    return OK
+
+
+def run_verdict(h: History, parts: Iterable[PartVerdict], n_ops: int | None = None) -> RunVerdict:
+    """Add up part verdicts into the run's verdict."""
+    counts: dict[str, int] = {}
+    lin: dict[str, list[str]] = {m: [] for m in LIN_MODELS}
+    for p in parts:
+        for a, n in p.anomaly_counts.items():
+            counts[a] = counts.get(a, 0) + n
+        if p.lin_model:
+            lin[p.lin_model].append(p.lin_verdict)
+    ok_set = acceptable(h.settings)
+    bad = sorted(a for a, n in counts.items() if n and a not in ok_set)
+    return RunVerdict(h.run_id, h.target, h.nemesis, len(h.ops) if n_ops is None else n_ops,
+                      {a: counts[a] for a in ANOMALIES if counts.get(a)}, bad,
+                      {m: combine_lin(v) for m, v in lin.items()})
+
+
+def check_history(h: History, budget_s: float = 10.0, workers: int = 1) -> RunVerdict:
+    """The direct check of a whole run (no splitting by us: the checkers and models partition themselves)."""
+    res = analyze(h.ops, h.settings)
+    lin = {}
+    for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations)):
+        lin[model.name] = check_operations(model, extract(h.ops), budget_s=budget_s, workers=workers).verdict
+    return RunVerdict(h.run_id, h.target, h.nemesis, len(h.ops), res.counts, sorted(res.bad), lin)

@@ -1,0 +1,180 @@
+"""Linearizability models for Kafka histories, and the extraction of their operations from our contract.
+
+``PARTITION_LOG``: each topic-partition is a log. ``append(value) -> offset`` is legal iff the offset is past every
+offset already in the log (offsets strictly increase; holes are allowed, as transactions leave them); a poll is a
+read of ``(offset, value)`` pairs, legal iff each pair is in the log. Failed sends are dropped; info sends are
+kept (with the offset a poll saw them at) only if some poll read them, since an unread info send may or may not
+have happened and an append nobody read is indistinguishable from a hole.
+
+``COMMITTED_OFFSETS``: each (group, topic-partition) is a register; ``commit`` writes, ``fetch_offsets`` reads;
+unknown before the first commit reads as ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from history.schema import key_of
+
+from .linearizability import INF, Model, Operation
+
+# ---------------------------------------------------------------- partition log
+
+def _log_init() -> tuple[int, int]:
+    return (0, 0)  # (next offset lower bound, bitmask of (offset, value) pair ids present)
+
+
+def _log_step(state: tuple[int, int], inp: tuple, out: Any) -> tuple[bool, Any]:
+    nxt, mask = state
+    if inp[0] == "append":
+        if out >= nxt:
+            return True, (out + 1, mask | (1 << inp[3]))
+        return False, state
+    for _off, _v, pid in out:
+        if not (mask >> pid) & 1:
+            return False, state
+    return True, state
+
+
+def _by_key(ops: list[Operation]) -> list[tuple[Any, list[Operation]]]:
+    parts: dict[Any, list[Operation]] = {}
+    for op in ops:
+        parts.setdefault(op.input[1], []).append(op)
+    return sorted(parts.items(), key=lambda kv: str(kv[0]))
+
+
+def _log_is_read(inp: tuple) -> bool:
+    return inp[0] == "read"
+
+
+def _log_describe(inp: tuple, out: Any) -> str:
+    if inp[0] == "append":
+        return f"append {inp[1]} {inp[2]!r} -> offset {out}"
+    return f"read {inp[1]} " + " ".join(f"{o}:{v!r}" for o, v, _ in out)
+
+
+def _log_state(state: tuple[int, int]) -> str:
+    return f"next offset >= {state[0]}, {bin(state[1]).count('1')} records"
+
+
+PARTITION_LOG = Model(
+    name="partition-log",
+    init=_log_init,
+    step=_log_step,
+    partition=_by_key,
+    is_read=_log_is_read,
+    describe_operation=_log_describe,
+    describe_state=_log_state,
+)
+
+
+def _send_records(value: dict) -> list[dict]:
+    return value["records"] if "records" in value else [value]
+
+
+def log_operations(ops: Sequence[dict]) -> list[Operation]:
+    """Appends and reads of every partition, paired invoke -> completion."""
+    read_at: dict[tuple[str, Any], int] = {}
+    for op in ops:
+        if op["f"] == "poll" and op["type"] == "ok":
+            for r in op["value"]["records"]:
+                read_at.setdefault((key_of(r["topic"], r["partition"]), r["value"]), r["offset"])
+    pids: dict[str, dict[tuple, int]] = {}
+
+    def pid(key: str, off: int, v: Any) -> int:
+        table = pids.setdefault(key, {})
+        i = table.get((off, v))
+        if i is None:
+            i = table[(off, v)] = len(table)
+        return i
+
+    calls: dict[int, int] = {}
+    out: list[Operation] = []
+    for op in ops:
+        p, typ, f = op["process"], op["type"], op["f"]
+        if typ == "invoke":
+            calls[p] = op["time_ns"]
+            continue
+        call = calls.pop(p, op["time_ns"])
+        if f == "send":
+            if typ == "fail":
+                continue
+            for r in _send_records(op["value"]):
+                k = key_of(r["topic"], r["partition"])
+                v = r["value"]
+                off = r.get("offset")
+                if typ == "ok" and off is not None:
+                    out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, op["time_ns"], op["index"]))
+                else:
+                    off = read_at.get((k, v), off if (k, v) in read_at else None)
+                    if off is not None:  # an info send somebody read: it happened, outcome time unknown
+                        out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, INF, op["index"]))
+        elif f == "poll" and typ == "ok":
+            per_key: dict[str, list] = {}
+            for r in op["value"]["records"]:
+                k = key_of(r["topic"], r["partition"])
+                per_key.setdefault(k, []).append((r["offset"], r["value"], pid(k, r["offset"], r["value"])))
+            for k, pairs in per_key.items():
+                out.append(Operation(p, ("read", k), tuple(pairs), call, op["time_ns"], op["index"]))
+    return out
+
+
+# ---------------------------------------------------------------- committed offsets
+
+def _reg_init() -> None:
+    return None
+
+
+def _reg_step(state: Any, inp: tuple, out: Any) -> tuple[bool, Any]:
+    if inp[0] == "commit":
+        return True, inp[2]
+    return out == state, state
+
+
+def _reg_is_read(inp: tuple) -> bool:
+    return inp[0] == "fetch"
+
+
+def _reg_describe(inp: tuple, out: Any) -> str:
+    g, k = inp[1]
+    if inp[0] == "commit":
+        return f"commit {g} {k} {inp[2]}"
+    return f"fetch {g} {k} -> {out}"
+
+
+COMMITTED_OFFSETS = Model(
+    name="committed-offsets",
+    init=_reg_init,
+    step=_reg_step,
+    partition=_by_key,
+    is_read=_reg_is_read,
+    describe_operation=_reg_describe,
+)
+
+
+def offset_operations(ops: Sequence[dict]) -> list[Operation]:
+    """Commits (writes) and offset fetches (reads) per (group, topic-partition)."""
+    calls: dict[int, int] = {}
+    out: list[Operation] = []
+    for op in ops:
+        p, typ, f = op["process"], op["type"], op["f"]
+        if typ == "invoke":
+            calls[p] = op["time_ns"]
+            continue
+        call = calls.pop(p, op["time_ns"])
+        if typ == "fail":
+            continue
+        if f == "commit":
+            v = op["value"]
+            ret = op["time_ns"] if typ == "ok" else INF
+            for k, o in v["offsets"].items():
+                out.append(Operation(p, ("commit", (v["group"], k), o), None, call, ret, op["index"]))
+        elif f == "fetch_offsets" and typ == "ok":
+            v = op["value"]
+            for k, o in v["offsets"].items():
+                out.append(Operation(p, ("fetch", (v["group"], k)), o, call, op["time_ns"], op["index"]))
+    return out
+
+
+MODELS = {"partition-log": (PARTITION_LOG, log_operations), "committed-offsets": (COMMITTED_OFFSETS, offset_operations)}
