@@ -70,7 +70,8 @@ class Server:
             await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = "%s:%s" % writer.get_extra_info("peername")[:2]
+        host, port = writer.get_extra_info("peername")[:2]
+        peer = f"{host}:{port}"
         self._conns.add(writer)
         max_size = self.broker.config["socket.request.max.bytes"]
         try:
