@@ -1,0 +1,59 @@
+"""The reference client stack: asyncio, built on kafka-python 3's ``kafka.protocol`` and ``kafka.record``.
+
+Layers (each usable alone):
+- ``protocol.Connection`` — one TCP connection: any request at any version, decoded response + RTT (ns),
+  pipelining, raw frames, close detection; ``negotiate_versions`` for ApiVersions.
+- ``cluster.Cluster`` — bootstrap, Metadata, leader per partition, one negotiated connection per broker.
+- ``producer.Producer`` — Java-compatible murmur2 partitioner, linger/size batching, acks, retries, idempotence.
+- ``consumer.Consumer`` — assign/seek/position/poll with full control of the Fetch knobs.
+- ``admin.Admin`` — create/delete topics, list offsets, delete records, describe.
+Errors are ``kafka.errors`` classes (code -> class, ``retriable``, ``invalid_metadata``).
+"""
+
+from .admin import EARLIEST, LATEST, MAX_TIMESTAMP, Admin, NewTopic
+from .cluster import Cluster
+from .consumer import Consumer
+from .producer import Producer, murmur2, partition_for_key
+from .protocol import (
+    Connection,
+    ConnectionClosedError,
+    RawFrame,
+    Response,
+    encode_request,
+    negotiate_versions,
+)
+from .types import (
+    BrokerMetadata,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    PartitionMetadata,
+    RecordMetadata,
+    TopicMetadata,
+    TopicPartition,
+)
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "MAX_TIMESTAMP",
+    "Admin",
+    "BrokerMetadata",
+    "Cluster",
+    "Connection",
+    "ConnectionClosedError",
+    "Consumer",
+    "ConsumerRecord",
+    "NewTopic",
+    "OffsetAndTimestamp",
+    "PartitionMetadata",
+    "Producer",
+    "RawFrame",
+    "RecordMetadata",
+    "Response",
+    "TopicMetadata",
+    "TopicPartition",
+    "encode_request",
+    "murmur2",
+    "negotiate_versions",
+    "partition_for_key",
+]

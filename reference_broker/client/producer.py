@@ -125,6 +125,7 @@ class Producer:
         metadata_max_wait_ms: int = 10000,
         client_id: str = DEFAULT_CLIENT_ID,
         rng: random.Random | None = None,
+        produce_version: int | None = None,
     ) -> None:
         if acks not in (0, 1, -1):
             raise ValueError("acks must be 0, 1 or -1")
@@ -148,6 +149,8 @@ class Producer:
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.metadata_max_wait = metadata_max_wait_ms / 1000
         self.rng = rng or random.Random()
+        #: force a Produce version (default: the negotiated one); v3+ carries record batch v2
+        self.produce_version = produce_version
         self.producer_id = -1
         self.producer_epoch = -1
         self._next_seq: dict[TopicPartition, int] = {}
@@ -176,6 +179,18 @@ class Producer:
         if self.idempotent:
             await self._init_producer_id()
         self._sender = asyncio.get_running_loop().create_task(self._run())
+        self._sender.add_done_callback(self._sender_died)
+
+    def _sender_died(self, task: asyncio.Task[None]) -> None:
+        """A crashed sender must not leave record futures hanging forever: fail them with its error."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        for q in self._queues.values():
+            for b in q:
+                for f, _ in b.futures:
+                    if not f.done():
+                        f.set_exception(exc)
 
     async def _init_producer_id(self) -> None:
         conn = await self.cluster.any_connection()
@@ -215,6 +230,10 @@ class Producer:
             raise Errors.IllegalStateError("producer is closed")
         if self._sender is None:
             raise Errors.IllegalStateError("producer not started")
+        if self._sender.done():
+            raise Errors.IllegalStateError("producer sender stopped") from (
+                None if self._sender.cancelled() else self._sender.exception()
+            )
         n = await self._num_partitions(topic)
         if partition is None:
             partition = self._choose_partition(topic, key, n)
@@ -412,7 +431,7 @@ class Producer:
     async def _send_to(self, leader: int, batches: list[_Batch]) -> None:
         try:
             conn = await self.cluster.connection(leader)
-            version = conn.versions.get(PRODUCE)
+            version = self.produce_version if self.produce_version is not None else conn.versions.get(PRODUCE)
             if version is None:
                 raise Errors.UnsupportedVersionError("Produce")
             if self.idempotent and version < 3:

@@ -275,3 +275,24 @@ def test_max_records_keeps_rest_buffered(broker_bootstrap: str, new_topic) -> No
 
     a, pos, b = run(go())
     assert a == [0, 1] and pos == 2 and b == [2, 3, 4]
+
+
+@pytest.mark.parametrize("fetch_version", [4, 7, 11, 12, 13, None])
+def test_fetch_versions_old_and_new_read_the_same(broker_bootstrap: str, new_topic, fetch_version) -> None:
+    """Names up to v12, topic ids from v13, non-flexible before v12: all read the same records."""
+    topic = new_topic(1)
+    tp = TopicPartition(topic, 0)
+
+    async def go():
+        await produce(broker_bootstrap, topic, 5, linger_ms=20)
+        async with Consumer(
+            broker_bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100, fetch_version=fetch_version
+        ) as c:
+            c.assign([tp])
+            got = await c.poll(3000)
+            return [(r.offset, r.key, r.value) for r in got.get(tp, [])], c.fetch_responses[-1].api_version
+
+    recs, used = run(go())
+    assert recs == [(i, b"k%d" % i, b"v%03d" % i) for i in range(5)]
+    if fetch_version is not None:
+        assert used == fetch_version

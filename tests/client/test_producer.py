@@ -259,3 +259,23 @@ def test_fetch_request_helper_is_real_fetch(broker_bootstrap: str, new_topic) ->
     batches = run(go())
     assert [r.value for b in batches for r in b] == [b"only"]
     assert FetchRequest.max_version >= 4
+
+
+@pytest.mark.parametrize("produce_version", [3, 7, 8, 9, None])
+def test_produce_versions_old_and_new(broker_bootstrap: str, new_topic, produce_version) -> None:
+    """v3 (first with record batch v2) through the flexible versions: same records, same offsets."""
+    topic = new_topic(1)
+    tp = TopicPartition(topic, 0)
+
+    async def go():
+        async with Producer(broker_bootstrap, produce_version=produce_version, linger_ms=10) as p:
+            futs = [await p.send(topic, b"v%d" % i, key=b"k", partition=0) for i in range(3)]
+            metas = await asyncio.gather(*futs)
+            used = {r.api_version for r in p.responses}
+        return metas, used, await read_all(broker_bootstrap, tp, 3)
+
+    metas, used, recs = run(go())
+    assert [m.offset for m in metas] == [0, 1, 2]
+    assert [(r.key, r.value) for r in recs] == [(b"k", b"v%d" % i) for i in range(3)]
+    if produce_version is not None:
+        assert used == {produce_version}
