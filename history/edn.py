@@ -270,6 +270,17 @@ def _name(x: Any) -> Any:
     return x.name if isinstance(x, Keyword | Symbol) else x
 
 
+def _plain(x: Any) -> Any:
+    """EDN data as JSON-like Python: keywords and symbols become strings, map keys strings, sets lists."""
+    if isinstance(x, Keyword | Symbol):
+        return x.name
+    if isinstance(x, dict):
+        return {str(_plain(k)): _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple | set | frozenset):
+        return [_plain(v) for v in x]
+    return x
+
+
 def from_jepsen_ops(
     ops: Iterable[dict], run_id: str = "jepsen", topic: str = "jepsen", target: str = "jepsen"
 ) -> History:
@@ -320,7 +331,7 @@ def from_jepsen_ops(
         elif f == "subscribe":
             value = {"topics": [topic]}
         else:
-            value = None if raw is None else dumps(raw)
+            value = _plain(raw)
         if proc != -1 and typ == "invoke":
             in_flight[proc] = f
         elif proc != -1:
