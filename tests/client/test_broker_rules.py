@@ -179,6 +179,34 @@ def test_partition_max_bytes_is_honoured(broker_bootstrap, new_topic, known_quir
     assert data and len(data) <= 1200 + 200  # one ~1.1 KB batch, not six
 
 
+def test_produce_to_unknown_topic_is_rejected(broker_bootstrap, known_quirk) -> None:
+    """Kafka: Produce to a topic that does not exist -> UNKNOWN_TOPIC_OR_PARTITION (Produce never auto-creates)."""
+    known_quirk("tansu", "accepts the Produce (error 0, offsets assigned) while Metadata still says UNKNOWN_TOPIC")
+    import uuid
+
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    name = f"never-{uuid.uuid4().hex[:8]}"
+
+    async def go():
+        async with Cluster(broker_bootstrap) as cluster:
+            conn = await cluster.any_connection()
+            b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1024)
+            b.append(0, None, b"z")
+            b.close()
+            data = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(b.buffer()))
+            req = ProduceRequest(
+                transactional_id=None, acks=-1, timeout_ms=1000,
+                topic_data=[ProduceRequest.TopicProduceData(name=name, partition_data=[data])],
+            )
+            v = min(conn.versions[0], 12)  # v13 names topics by id, which an unknown topic has not
+            resp = await conn.request(req, v)
+            return resp.body.responses[0].partition_responses[0].error_code
+
+    assert run(go()) == Errors.UnknownTopicOrPartitionError.errno
+
+
 def test_list_offsets_request_encodes_timestamp() -> None:
     """Guard for the rules above: the client really puts the timestamp on the wire."""
     req = ListOffsetsRequest(

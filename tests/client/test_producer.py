@@ -73,8 +73,11 @@ def test_linger_batches_records_into_one_request(broker_bootstrap: str, new_topi
     tp = TopicPartition(topic, 0)
 
     async def go():
-        async with Producer(broker_bootstrap, linger_ms=300, batch_size=1 << 20) as p:
-            futs = [await p.send(topic, f"v{i}".encode(), partition=0) for i in range(20)]
+        async with Producer(broker_bootstrap, linger_ms=400, batch_size=1 << 20) as p:
+            futs = []
+            for i in range(20):
+                futs.append(await p.send(topic, f"v{i}".encode(), partition=0))
+                await asyncio.sleep(0.01)  # time passes, the sender runs, but linger has not expired
             early = [f.done() for f in futs]
             metas = await asyncio.gather(*futs)
             n_requests = len(p.responses)
@@ -279,3 +282,30 @@ def test_produce_versions_old_and_new(broker_bootstrap: str, new_topic, produce_
     assert [(r.key, r.value) for r in recs] == [(b"k", b"v%d" % i) for i in range(3)]
     if produce_version is not None:
         assert used == {produce_version}
+
+
+def test_retriable_error_code_is_retried_then_surfaces(broker_bootstrap: str, known_quirk) -> None:
+    """acks=all on a topic whose min.insync.replicas exceeds its replicas: Kafka answers NOT_ENOUGH_REPLICAS
+    (retriable). The producer must retry exactly ``retries`` times, then fail the record with that error."""
+    known_quirk("tansu", "ignores min.insync.replicas: acks=all on RF=1, min.insync.replicas=2 succeeds")
+    import uuid
+
+    from reference_broker.client.admin import Admin, NewTopic
+
+    topic = f"misr-{uuid.uuid4().hex[:8]}"
+
+    async def go():
+        async with Admin(broker_bootstrap) as a:
+            await a.create_topics([NewTopic(topic, 1, 1, {"min.insync.replicas": "2"})])
+        async with Producer(broker_bootstrap, acks=-1, retries=2, retry_backoff_ms=20) as p:
+            err = None
+            try:
+                await p.send_and_wait(topic, b"v", partition=0)
+            except Errors.KafkaError as exc:
+                err = exc
+            codes = [pp.error_code for r in p.responses for t in r.body.responses for pp in t.partition_responses]
+        return err, codes
+
+    err, codes = run(go())
+    assert isinstance(err, Errors.NotEnoughReplicasError)
+    assert codes == [Errors.NotEnoughReplicasError.errno] * 3  # first try + 2 retries
