@@ -30,6 +30,7 @@ import errno
 import fcntl
 import logging
 import os
+import stat
 import struct
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -275,12 +276,18 @@ class FileLog(Log):
 
     def _open_dir(self) -> None:
         d = self.dir
-        if d.exists() and not d.is_dir():
-            raise self._err("exists but is not a directory")
         try:
-            d.mkdir(parents=True, exist_ok=True)
+            mode = os.stat(d).st_mode
+        except FileNotFoundError:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise self._err(f"cannot create it: {e.strerror}") from None
+            mode = stat.S_IFDIR
         except OSError as e:
-            raise self._err(f"cannot create it: {e.strerror}") from None
+            raise self._err(f"cannot access it: {e.strerror}") from None
+        if not stat.S_ISDIR(mode):
+            raise self._err("exists but is not a directory")
         if not os.access(d, os.R_OK | os.W_OK | os.X_OK):
             raise self._err("no read/write/search permission")
         try:
@@ -865,6 +872,11 @@ class FileLog(Log):
 
     def epoch_entries(self) -> list[EpochEntry]:
         return self._epochs.entries()
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below this are fsynced (Kafka's recoveryPoint); recovery re-checks everything from it."""
+        return self._recovery_point
 
     def flush(self) -> None:
         """fsync the active segment and its indexes (rolled segments were synced at roll); the recovery point
