@@ -121,3 +121,14 @@ def test_not_parquet_and_missing_file(tmp_path):
         read(str(tmp_path / "x.parquet"))
     with pytest.raises(HistoryError, match="no such file"):
         read(str(tmp_path / "missing.jsonl"))
+
+
+def test_time_going_backwards_is_rejected(tmp_path, run):
+    lines = _lines(tmp_path, run)
+    op = json.loads(lines[20])
+    op["time_ns"] = -5
+    lines[20] = json.dumps(op)
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines))
+    with pytest.raises(HistoryError, match="goes backwards") as e:
+        read(str(tmp_path / "bad.jsonl"))
+    assert e.value.line == 21

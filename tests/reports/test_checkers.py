@@ -85,3 +85,14 @@ def test_one_million_operations_in_one_pass_is_fast_enough():
     dt = time.perf_counter() - t
     assert res.valid and res.stats["ops"] == len(h.ops)
     assert len(h.ops) / dt > 50_000  # a loose floor so a quadratic regression fails; figures in benchmarks/
+
+
+def test_acknowledged_value_sharing_the_highest_read_offset_is_lost():
+    # b and c were both acknowledged at offset 1; a poll read b there (the highest read), nobody read c.
+    h = synth.scenario_history("inconsistent-offsets")
+    ops = [op for op in h.ops if not (op["process"] == 102 and op["f"] == "poll")]
+    for i, op in enumerate(ops):
+        op["index"] = i
+    res = analyze(ops)
+    assert res.found == {"inconsistent-offsets", "lost-write"}
+    assert [c["value"] for c in res.anomalies["lost-write"]] == ["c"]
