@@ -77,6 +77,9 @@ class Broker:
         self._next_producer_id = 1000 * (self.node_id + 1)
         if data_dir is not None:
             self._open_data_dir(data_dir)
+        from .group_coordinator import GroupCoordinator
+
+        self.groups = GroupCoordinator(self)   # replays __consumer_offsets
 
     # -- cluster view -----------------------------------------------------------------------------------------
 

@@ -22,6 +22,9 @@ def coordinator_for(b, key: str, key_type: int) -> tuple[int, str | None, int, s
     """(error, message, node id, host, port)."""
     if key_type != GROUP:
         return E.CoordinatorNotAvailableError.errno, "transactions are not supported", -1, "", -1
+    if not key:
+        return E.InvalidRequestError.errno, "empty group id", -1, "", -1
+    b.groups.store.ensure_topic()   # Kafka creates __consumer_offsets on the first lookup
     node = b.brokers()[0]
     return 0, None, node.node_id, node.host, node.port
 

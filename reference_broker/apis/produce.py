@@ -7,7 +7,8 @@ Behavior:
   before appending.
 - Each partition carries exactly one record batch v2 (ProduceRequest v3+ rule): zero or several batches, or an
   older magic, is INVALID_RECORD; a CRC32C mismatch is CORRUPT_MESSAGE; a batch above ``message.max.bytes`` is
-  MESSAGE_TOO_LARGE. Nothing of a rejected batch is written.
+  MESSAGE_TOO_LARGE; a client write to an internal topic is INVALID_TOPIC_EXCEPTION. Nothing of a rejected batch
+  is written.
 - Batches are stored as sent (compressed batches stay compressed); only base offset and leader epoch are set.
 - Idempotent producers: duplicates of the last five batches return the original offset; gaps are
   OUT_OF_ORDER_SEQUENCE_NUMBER; stale epochs INVALID_PRODUCER_EPOCH. Transactional batches are refused
@@ -70,6 +71,9 @@ async def handle(ctx, req):
                 results[key] = [E.InvalidRequiredAcksError.errno, -1, f"acks={acks} must be -1, 0 or 1"]
                 continue
             p = b.partition(td.name, pd.index)
+            if p is not None and b.topics[td.name].internal:
+                results[key] = [E.InvalidTopicError.errno, -1, f"cannot append to internal topic {td.name}"]
+                continue
             if p is None:
                 results[key] = [E.UnknownTopicOrPartitionError.errno, -1, None]
                 continue

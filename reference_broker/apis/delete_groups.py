@@ -1,0 +1,20 @@
+"""DeleteGroups (key 42), v0–v2.
+
+Behavior: only an Empty group can be deleted (NON_EMPTY_GROUP otherwise); an unknown group is
+GROUP_ID_NOT_FOUND. Its committed offsets are deleted with it (tombstones in __consumer_offsets).
+"""
+from __future__ import annotations
+
+from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
+
+from ..registry import handles
+
+API_KEY = 42
+VERSIONS = (0, 2)
+
+
+@handles(DeleteGroupsRequest, DeleteGroupsResponse, VERSIONS)
+async def handle(ctx, req):
+    results = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ctx.broker.groups.delete_group(g))
+               for g in req.groups_names]
+    return DeleteGroupsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,30 @@
+"""DescribeGroups (key 15), v0–v5.
+
+Behavior (ClassicGroup.summary): state, protocol type, the selected protocol (while CompletingRebalance or
+Stable), and members; member metadata and assignments only when Stable. An unknown group is described as Dead
+with no error (v0–v5; v6+ would answer GROUP_ID_NOT_FOUND).
+"""
+from __future__ import annotations
+
+from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
+
+from ..registry import handles
+
+API_KEY = 15
+VERSIONS = (0, 5)
+
+Group = DescribeGroupsResponse.DescribedGroup
+Member = Group.DescribedGroupMember
+
+
+@handles(DescribeGroupsRequest, DescribeGroupsResponse, VERSIONS)
+async def handle(ctx, req):
+    out = []
+    for gid in req.groups:
+        d = ctx.broker.groups.describe(gid)
+        out.append(Group(error_code=0, group_id=gid, group_state=d["state"], protocol_type=d["protocol_type"],
+                         protocol_data=d["protocol"], authorized_operations=None,
+                         members=[Member(member_id=m, group_instance_id=i, client_id=c, client_host=h,
+                                         member_metadata=meta, member_assignment=a)
+                                  for m, i, c, h, meta, a in d["members"]]))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)

@@ -1,0 +1,31 @@
+"""OffsetDelete (key 47), v0.
+
+Behavior (GroupCoordinator.handleDeleteOffsets): GROUP_ID_NOT_FOUND for an unknown group; a partition whose
+topic a non-empty consumer group subscribes to is GROUP_SUBSCRIBED_TO_TOPIC; other offsets are deleted.
+"""
+from __future__ import annotations
+
+from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
+
+from ..group_coordinator import GROUP_ID_NOT_FOUND
+from ..registry import handles
+
+API_KEY = 47
+VERSIONS = (0, 0)
+
+TopicResp = OffsetDeleteResponse.OffsetDeleteResponseTopic
+PartResp = TopicResp.OffsetDeleteResponsePartition
+
+
+@handles(OffsetDeleteRequest, OffsetDeleteResponse, VERSIONS)
+async def handle(ctx, req):
+    coord = ctx.broker.groups
+    g = coord.group(req.group_id)
+    if g is None:
+        return OffsetDeleteResponse(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
+    tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    result = coord.delete_offsets(g, tps)
+    return OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
+        TopicResp(name=t.name, partitions=[PartResp(partition_index=p.partition_index,
+                                                    error_code=result[(t.name, p.partition_index)])
+                                           for p in t.partitions]) for t in req.topics])

@@ -1,0 +1,52 @@
+"""OffsetFetch (key 9), v1–v8.
+
+Behavior: committed offset, leader epoch (v5+) and metadata per partition; -1 / null when nothing is committed
+(also for unknown groups, as Kafka answers). Topics null (v2+) means every partition the group has offsets for.
+v8 batches groups (KIP-709). require_stable (v7+) never waits: there are no pending transactional offsets.
+"""
+from __future__ import annotations
+
+from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+
+from ..registry import handles
+
+API_KEY = 9
+VERSIONS = (1, 8)
+
+
+def _lookup(b, group_id: str, topics):
+    """[(topic, [(partition, offset, epoch, metadata)])] for the requested (or all committed) partitions."""
+    offsets = b.groups.fetch_offsets(group_id)
+    if topics is None:
+        out: dict[str, list] = {}
+        for (t, p), o in sorted(offsets.items()):
+            out.setdefault(t, []).append((p, o.offset, o.leader_epoch, o.metadata))
+        return list(out.items())
+    result = []
+    for t in topics:
+        parts = []
+        for p in t.partition_indexes:
+            o = offsets.get((t.name, p))
+            parts.append((p, o.offset, o.leader_epoch, o.metadata) if o else (p, -1, -1, None))
+        result.append((t.name, parts))
+    return result
+
+
+@handles(OffsetFetchRequest, OffsetFetchResponse, VERSIONS)
+async def handle(ctx, req):
+    b = ctx.broker
+    if ctx.api_version >= 8:
+        G = OffsetFetchResponse.OffsetFetchResponseGroup
+        T = G.OffsetFetchResponseTopics
+        P = T.OffsetFetchResponsePartitions
+        groups = [G(group_id=g.group_id, error_code=0, topics=[
+            T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                                    error_code=0) for p, o, e, m in parts])
+            for t, parts in _lookup(b, g.group_id, g.topics)]) for g in req.groups]
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    T = OffsetFetchResponse.OffsetFetchResponseTopic
+    P = T.OffsetFetchResponsePartition
+    topics = [T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                                      metadata=m, error_code=0) for p, o, e, m in parts])
+              for t, parts in _lookup(b, req.group_id, req.topics)]
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=0)

@@ -1,0 +1,636 @@
+"""The classic group coordinator: Apache Kafka's ClassicGroup state machine and its error codes.
+
+States (``ClassicGroupState``): Empty → PreparingRebalance → CompletingRebalance → Stable, and Dead.
+- JoinGroup parks until every known member has rejoined or the rebalance timeout (max over members) passes; the
+  first rebalance of an Empty group waits ``group.initial.rebalance.delay.ms`` (InitialDelayedJoin), extended by
+  the delay for each member that joins meanwhile, up to the rebalance timeout. Members that did not rejoin are
+  removed (dynamic ones; static members stay). Completing the join bumps the generation, picks the protocol every
+  member supports with the most first-choice votes, and answers the leader with the member list.
+- SyncGroup parks followers until the leader's assignment arrives (then Stable); a rebalance meanwhile answers
+  them REBALANCE_IN_PROGRESS.
+- Session timeouts expire members (not while their join/sync is parked) and trigger a rebalance.
+- JoinGroup v4+ without a member id: MEMBER_ID_REQUIRED with a fresh id (KIP-394); the id must come back within
+  the session timeout.
+- Static membership (KIP-345): a known ``group.instance.id`` rejoining with an empty member id gets a new member
+  id and the old one is fenced (FENCED_INSTANCE_ID); a Stable group does not rebalance when its metadata is
+  unchanged. A request naming an instance id with another member id is FENCED_INSTANCE_ID.
+- Validation orders and codes follow GroupMetadataManager / ClassicGroup (Kafka 4): see each method.
+
+Threading rule: everything runs on the broker's event loop; timers are loop.call_later handles.
+"""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafka import errors as E
+
+from .offset_store import OffsetAndMetadata, OffsetStore
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
+
+NONE = 0
+MEMBER_ID_REQUIRED = 79
+GROUP_ID_NOT_FOUND = 69
+NON_EMPTY_GROUP = 68
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+
+class GroupError(Exception):
+    """A Kafka error code raised out of validation."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message or str(code))
+        self.code = code
+
+
+@dataclass
+class JoinResult:
+    error: int
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    skip_assignment: bool = False
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_future: asyncio.Future | None = None
+    sync_future: asyncio.Future | None = None
+    session_timer: asyncio.TimerHandle | None = None
+    is_new: bool = False
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_future is not None and not self.join_future.done()
+
+    @property
+    def awaiting_sync(self) -> bool:
+        return self.sync_future is not None and not self.sync_future.done()
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return self.protocols == protocols
+
+
+class ClassicGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.state = EMPTY
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, Member] = {}
+        self.static_members: dict[str, str] = {}    # group.instance.id -> member id
+        self.pending_members: dict[str, asyncio.TimerHandle | None] = {}
+        self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        self.join_timer: asyncio.TimerHandle | None = None
+        self.initial_delay_remaining_ms = 0
+        self.new_member_added = False
+        self.in_initial_delay = False
+
+    # -- views ------------------------------------------------------------------------------------------------
+
+    def has_member(self, member_id: str) -> bool:
+        return member_id in self.members
+
+    def all_joined(self) -> bool:
+        return all(m.awaiting_join for m in self.members.values()) and not self.pending_members
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def candidate_protocols(self) -> set[str]:
+        sets = [{n for n, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """ClassicGroup.supportsProtocols: same type, and a protocol in common with every member."""
+        if not self.members:
+            return bool(protocol_type) and bool(protocols)
+        return (protocol_type == self.protocol_type
+                and bool({n for n, _ in protocols} & self.candidate_protocols()))
+
+    def select_protocol(self) -> str:
+        """ClassicGroup.selectProtocol: each member votes for its first candidate; most votes wins."""
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            vote = next(n for n, _ in m.protocols if n in candidates)
+            votes[vote] = votes.get(vote, 0) + 1
+        return max(sorted(votes), key=lambda n: votes[n])
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> None:
+        """ClassicGroup.validateMember: static members are checked by instance id first."""
+        if instance_id is not None:
+            existing = self.static_members.get(instance_id)
+            if existing is None:
+                raise GroupError(E.UnknownMemberIdError.errno, f"unknown group.instance.id {instance_id}")
+            if existing != member_id:
+                raise GroupError(E.FencedInstanceIdError.errno,
+                                 f"instance {instance_id} is now member {existing}, not {member_id}")
+        elif member_id not in self.members:
+            raise GroupError(E.UnknownMemberIdError.errno, f"unknown member {member_id!r}")
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.groups: dict[str, ClassicGroup] = {}
+        self.store = OffsetStore(broker)
+        self._load()
+
+    # -- loading ----------------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Replay __consumer_offsets: offsets and generations come back; members do not (they rejoin)."""
+        for key, value in self.store.replay():
+            gid = key.get("group")
+            if key.get("type") == "group":
+                if value is None:
+                    self.groups.pop(gid, None)
+                    continue
+                g = self.groups.setdefault(gid, ClassicGroup(gid))
+                g.generation_id = value["generation"]
+                g.protocol_type = value.get("protocol_type")
+                g.protocol_name = value.get("protocol_name")
+            elif key.get("type") == "offset":
+                tp = (key["topic"], key["partition"])
+                if value is None:
+                    if gid in self.groups:
+                        self.groups[gid].offsets.pop(tp, None)
+                    continue
+                g = self.groups.setdefault(gid, ClassicGroup(gid))
+                g.offsets[tp] = OffsetAndMetadata(value["offset"], value["leader_epoch"], value["metadata"],
+                                                  value["commit_timestamp"])
+
+    # -- timers -----------------------------------------------------------------------------------------------
+
+    def _later(self, delay_ms: int, fn, *args) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, fn, *args)
+
+    def _schedule_session(self, g: ClassicGroup, m: Member) -> None:
+        if m.session_timer is not None:
+            m.session_timer.cancel()
+        m.session_timer = self._later(m.session_timeout_ms, self._on_session_expired, g, m.member_id)
+
+    def _on_session_expired(self, g: ClassicGroup, member_id: str) -> None:
+        m = g.members.get(member_id)
+        if m is None:
+            return
+        if m.awaiting_join or m.awaiting_sync:
+            # GroupCoordinator.shouldKeepAlive: a member parked in join/sync is alive; check again later
+            self._schedule_session(g, m)
+            return
+        self._remove_member(g, m, "session timeout")
+
+    # -- membership changes -----------------------------------------------------------------------------------
+
+    def _new_member_id(self, client_id: str) -> str:
+        return f"{client_id}-{uuid.UUID(int=self.broker.rng.getrandbits(128))}"
+
+    def _add_member(self, g: ClassicGroup, m: Member) -> None:
+        if not g.members:
+            g.protocol_type = m.protocol_type
+        g.members[m.member_id] = m
+        if m.group_instance_id is not None:
+            g.static_members[m.group_instance_id] = m.member_id
+        if g.leader_id is None:
+            g.leader_id = m.member_id
+        m.is_new = True
+        g.new_member_added = True
+
+    def _remove_member(self, g: ClassicGroup, m: Member, why: str) -> None:
+        g.members.pop(m.member_id, None)
+        if m.group_instance_id is not None and g.static_members.get(m.group_instance_id) == m.member_id:
+            del g.static_members[m.group_instance_id]
+        if m.session_timer is not None:
+            m.session_timer.cancel()
+        for fut in (m.join_future, m.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result(JoinResult(E.UnknownMemberIdError.errno) if fut is m.join_future
+                               else (E.UnknownMemberIdError.errno, b""))
+        if g.leader_id == m.member_id:
+            g.leader_id = next(iter(g.members), None)
+        if g.state in (STABLE, COMPLETING):
+            self._prepare_rebalance(g, f"removing member {m.member_id}: {why}")
+        elif g.state == PREPARING:
+            self._maybe_complete_join(g)
+
+    def _prepare_rebalance(self, g: ClassicGroup, reason: str) -> None:
+        if g.state == COMPLETING:
+            # resetAndPropagateAssignmentWithError: parked syncs learn a rebalance started
+            for m in g.members.values():
+                m.assignment = b""
+                if m.awaiting_sync:
+                    m.sync_future.set_result((E.RebalanceInProgressError.errno, b""))
+        if g.join_timer is not None:
+            g.join_timer.cancel()
+        was_empty = g.state == EMPTY
+        g.state = PREPARING
+        g.new_member_added = False
+        if was_empty:
+            delay = self.broker.config["group.initial.rebalance.delay.ms"]
+            timeout = g.rebalance_timeout_ms()
+            first = min(delay, timeout)
+            g.in_initial_delay = True
+            g.initial_delay_remaining_ms = max(timeout - delay, 0)
+            g.join_timer = self._later(first, self._on_initial_delay, g)
+        else:
+            g.in_initial_delay = False
+            g.join_timer = self._later(g.rebalance_timeout_ms(), self._complete_join, g)
+            self._maybe_complete_join(g)
+
+    def _on_initial_delay(self, g: ClassicGroup) -> None:
+        """InitialDelayedJoin.onComplete: extend while members keep arriving and time remains."""
+        delay = self.broker.config["group.initial.rebalance.delay.ms"]
+        if g.new_member_added and g.initial_delay_remaining_ms > 0:
+            g.new_member_added = False
+            step = min(delay, g.initial_delay_remaining_ms)
+            g.initial_delay_remaining_ms -= step
+            g.join_timer = self._later(step, self._on_initial_delay, g)
+        else:
+            g.in_initial_delay = False
+            self._complete_join(g)
+
+    def _maybe_complete_join(self, g: ClassicGroup) -> None:
+        if g.state == PREPARING and not g.in_initial_delay and g.all_joined():
+            self._complete_join(g)
+
+    def _complete_join(self, g: ClassicGroup) -> None:
+        """GroupMetadataManager.completeClassicGroupJoin."""
+        if g.state != PREPARING:
+            return
+        if g.join_timer is not None:
+            g.join_timer.cancel()
+            g.join_timer = None
+        g.in_initial_delay = False
+        for m in list(g.members.values()):
+            if not m.awaiting_join and m.group_instance_id is None:
+                self._remove_member_quietly(g, m)
+        for mid, timer in list(g.pending_members.items()):
+            if timer is not None:
+                timer.cancel()
+            del g.pending_members[mid]
+        g.generation_id += 1
+        if not g.members:
+            g.state = EMPTY
+            g.protocol_name = None
+            g.leader_id = None
+            self.store.write_group(g.group_id, g.generation_id, g.protocol_type, None)
+            return
+        if g.leader_id not in g.members or not g.members[g.leader_id].awaiting_join:
+            joined = [mid for mid, m in g.members.items() if m.awaiting_join]
+            g.leader_id = joined[0] if joined else next(iter(g.members))
+        g.protocol_name = g.select_protocol()
+        g.state = COMPLETING
+        self.store.write_group(g.group_id, g.generation_id, g.protocol_type, g.protocol_name)
+        everyone = [(mid, m.group_instance_id, m.metadata_for(g.protocol_name)) for mid, m in g.members.items()]
+        for mid, m in g.members.items():
+            if m.awaiting_join:
+                m.join_future.set_result(JoinResult(
+                    NONE, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, mid,
+                    everyone if mid == g.leader_id else []))
+            m.is_new = False
+            self._schedule_session(g, m)
+
+    def _remove_member_quietly(self, g: ClassicGroup, m: Member) -> None:
+        g.members.pop(m.member_id, None)
+        if m.session_timer is not None:
+            m.session_timer.cancel()
+        if g.leader_id == m.member_id:
+            g.leader_id = None
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        return self.groups.get(group_id)
+
+    # -- JoinGroup --------------------------------------------------------------------------------------------
+
+    async def join(self, version: int, group_id: str, member_id: str, instance_id: str | None,
+                   client_id: str, client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
+                   protocol_type: str, protocols: list[tuple[str, bytes]]) -> JoinResult:
+        cfg = self.broker.config
+        if not group_id:
+            return JoinResult(E.InvalidGroupIdError.errno, member_id=member_id)
+        if not (cfg["group.min.session.timeout.ms"] <= session_timeout_ms <= cfg["group.max.session.timeout.ms"]):
+            return JoinResult(E.InvalidSessionTimeoutError.errno, member_id=member_id)
+        self.store.ensure_topic()
+        g = self.groups.get(group_id)
+        if g is None:
+            if member_id:
+                return JoinResult(E.UnknownMemberIdError.errno, member_id=member_id)
+            g = self.groups[group_id] = ClassicGroup(group_id)
+        if g.state == DEAD:
+            return JoinResult(E.CoordinatorNotAvailableError.errno, member_id=member_id)
+        if not g.supports(protocol_type, protocols):
+            return JoinResult(E.InconsistentGroupProtocolError.errno, member_id=member_id)
+        member = Member(member_id, instance_id, client_id, client_host, session_timeout_ms,
+                        rebalance_timeout_ms, protocol_type, protocols)
+        if not member_id:
+            return await self._join_unknown(version, g, member)
+        return await self._join_known(g, member)
+
+    async def _join_unknown(self, version: int, g: ClassicGroup, new: Member) -> JoinResult:
+        new.member_id = self._new_member_id(new.client_id)
+        if new.group_instance_id is not None:
+            old_id = g.static_members.get(new.group_instance_id)
+            if old_id is not None and old_id in g.members:
+                return await self._replace_static(g, g.members[old_id], new)
+        elif version >= 4:
+            # KIP-394: hand out the id first; the member must come back with it
+            g.pending_members[new.member_id] = self._later(new.session_timeout_ms, self._expire_pending, g,
+                                                           new.member_id)
+            return JoinResult(MEMBER_ID_REQUIRED, member_id=new.member_id)
+        return await self._add_and_join(g, new)
+
+    def _expire_pending(self, g: ClassicGroup, member_id: str) -> None:
+        if g.pending_members.pop(member_id, None) is not None or member_id not in g.members:
+            self._maybe_complete_join(g)
+
+    async def _add_and_join(self, g: ClassicGroup, m: Member) -> JoinResult:
+        m.join_future = asyncio.get_running_loop().create_future()
+        self._add_member(g, m)
+        self._schedule_session(g, m)
+        if g.state in (EMPTY, STABLE, COMPLETING):
+            self._prepare_rebalance(g, f"adding member {m.member_id}")
+        else:
+            self._maybe_complete_join(g)
+        return await m.join_future
+
+    async def _replace_static(self, g: ClassicGroup, old: Member, new: Member) -> JoinResult:
+        """KIP-345: the new member takes the instance's place; the old id is fenced."""
+        del g.members[old.member_id]
+        if old.session_timer is not None:
+            old.session_timer.cancel()
+        new.assignment = old.assignment
+        g.members[new.member_id] = new
+        g.static_members[new.group_instance_id] = new.member_id
+        if g.leader_id == old.member_id:
+            g.leader_id = new.member_id
+        for fut, fenced in ((old.join_future, JoinResult(E.FencedInstanceIdError.errno, member_id=old.member_id)),
+                            (old.sync_future, (E.FencedInstanceIdError.errno, b""))):
+            if fut is not None and not fut.done():
+                fut.set_result(fenced)
+        self._schedule_session(g, new)
+        if g.state == STABLE and old.matches(new.protocols):
+            # unchanged metadata: no rebalance; the member keeps its assignment (skip_assignment for a leader)
+            return JoinResult(NONE, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
+                              new.member_id, [], skip_assignment=g.leader_id == new.member_id)
+        new.join_future = asyncio.get_running_loop().create_future()
+        if g.state in (STABLE, COMPLETING, EMPTY):
+            self._prepare_rebalance(g, f"static member {new.group_instance_id} rejoined with new metadata")
+        else:
+            self._maybe_complete_join(g)
+        return await new.join_future
+
+    async def _join_known(self, g: ClassicGroup, req: Member) -> JoinResult:
+        mid = req.member_id
+        if mid in g.pending_members:
+            timer = g.pending_members.pop(mid)
+            if timer is not None:
+                timer.cancel()
+            return await self._add_and_join(g, req)
+        try:
+            g.validate_member(mid, req.group_instance_id)
+        except GroupError as e:
+            return JoinResult(e.code, member_id=mid)
+        if g.state in (EMPTY, DEAD):
+            return JoinResult(E.UnknownMemberIdError.errno, member_id=mid)
+        m = g.members[mid]
+        if m.awaiting_join and not m.join_future.done():
+            m.join_future.set_result(JoinResult(E.UnknownMemberIdError.errno, member_id=mid))  # superseded
+        m.join_future = asyncio.get_running_loop().create_future()
+        fut = m.join_future
+        changed = not m.matches(req.protocols)
+        m.protocols = req.protocols
+        m.session_timeout_ms = req.session_timeout_ms
+        m.rebalance_timeout_ms = req.rebalance_timeout_ms
+        self._schedule_session(g, m)
+        if g.state == PREPARING:
+            self._maybe_complete_join(g)
+        elif g.state == COMPLETING:
+            if not changed:
+                # the member missed its JoinGroup answer: send the current one again
+                fut.set_result(JoinResult(NONE, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
+                                          mid, self._members_view(g) if mid == g.leader_id else []))
+            else:
+                self._prepare_rebalance(g, f"member {mid} changed its protocols")
+        elif g.state == STABLE:
+            if mid == g.leader_id or changed:
+                self._prepare_rebalance(g, f"member {mid} rejoined ({'leader' if not changed else 'new metadata'})")
+            else:
+                fut.set_result(JoinResult(NONE, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
+                                          mid, []))
+        return await fut
+
+    def _members_view(self, g: ClassicGroup) -> list[tuple[str, str | None, bytes]]:
+        return [(mid, m.group_instance_id, m.metadata_for(g.protocol_name)) for mid, m in g.members.items()]
+
+    # -- SyncGroup --------------------------------------------------------------------------------------------
+
+    async def sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+                   protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> tuple[int, bytes, ClassicGroup | None]:
+        g = self.groups.get(group_id)
+        if g is None or g.state == EMPTY:
+            return E.UnknownMemberIdError.errno, b"", g
+        if g.state == DEAD:
+            return E.CoordinatorNotAvailableError.errno, b"", g
+        try:
+            g.validate_member(member_id, instance_id)
+        except GroupError as e:
+            return e.code, b"", g
+        if generation_id != g.generation_id:
+            return E.IllegalGenerationError.errno, b"", g
+        if (protocol_type is not None and protocol_type != g.protocol_type) or (
+                protocol_name is not None and protocol_name != g.protocol_name):
+            return E.InconsistentGroupProtocolError.errno, b"", g
+        m = g.members[member_id]
+        if g.state == PREPARING:
+            return E.RebalanceInProgressError.errno, b"", g
+        if g.state == STABLE:
+            self._schedule_session(g, m)
+            return NONE, m.assignment, g
+        # CompletingRebalance: park until the leader's assignment arrives
+        m.sync_future = asyncio.get_running_loop().create_future()
+        fut = m.sync_future
+        self._schedule_session(g, m)
+        if member_id == g.leader_id:
+            for mid, mem in g.members.items():
+                mem.assignment = assignments.get(mid, b"")
+            g.state = STABLE
+            for mem in g.members.values():
+                if mem.awaiting_sync:
+                    mem.sync_future.set_result((NONE, mem.assignment))
+        err, assignment = await fut
+        return err, assignment, g
+
+    # -- Heartbeat --------------------------------------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
+        """GroupMetadataManager.classicGroupHeartbeat."""
+        g = self.groups.get(group_id)
+        if g is None or g.state == EMPTY:
+            return E.UnknownMemberIdError.errno
+        if g.state == DEAD:
+            return E.CoordinatorNotAvailableError.errno
+        try:
+            g.validate_member(member_id, instance_id)
+        except GroupError as e:
+            return e.code
+        if generation_id != g.generation_id:
+            return E.IllegalGenerationError.errno
+        self._schedule_session(g, g.members[member_id])
+        return E.RebalanceInProgressError.errno if g.state == PREPARING else NONE
+
+    # -- LeaveGroup -------------------------------------------------------------------------------------------
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """(top-level error, per-member errors). A static member may be removed by instance id alone."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return NONE, [E.UnknownMemberIdError.errno for _ in members]
+        if g.state == DEAD:
+            return E.CoordinatorNotAvailableError.errno, []
+        errors = []
+        for mid, iid in members:
+            if iid is not None:
+                existing = g.static_members.get(iid)
+                if existing is None:
+                    errors.append(E.UnknownMemberIdError.errno)
+                    continue
+                if mid and mid != existing:
+                    errors.append(E.FencedInstanceIdError.errno)
+                    continue
+                mid = existing
+            if mid in g.pending_members:
+                timer = g.pending_members.pop(mid)
+                if timer is not None:
+                    timer.cancel()
+                self._maybe_complete_join(g)
+                errors.append(NONE)
+                continue
+            m = g.members.get(mid)
+            if m is None:
+                errors.append(E.UnknownMemberIdError.errno)
+                continue
+            self._remove_member(g, m, "left the group")
+            errors.append(NONE)
+        return NONE, errors
+
+    # -- offsets ----------------------------------------------------------------------------------------------
+
+    def validate_commit(self, group_id: str, generation_id: int, member_id: str,
+                        instance_id: str | None, version: int) -> tuple[int, ClassicGroup | None]:
+        """OffsetMetadataManager.validateOffsetCommit + ClassicGroup.validateOffsetCommit (Kafka 4)."""
+        g = self.groups.get(group_id)
+        if g is None:
+            if generation_id < 0:
+                self.store.ensure_topic()
+                g = self.groups[group_id] = ClassicGroup(group_id)   # a "simple" group: offsets only
+                return NONE, g
+            return (GROUP_ID_NOT_FOUND if version >= 9 else E.IllegalGenerationError.errno), None
+        if g.state == DEAD:
+            return E.CoordinatorNotAvailableError.errno, g
+        if generation_id < 0 and g.state == EMPTY:
+            return NONE, g
+        if generation_id >= 0 or member_id or instance_id is not None:
+            try:
+                g.validate_member(member_id, instance_id)
+            except GroupError as e:
+                return e.code, g
+            if generation_id != g.generation_id:
+                return E.IllegalGenerationError.errno, g
+        elif g.state != EMPTY:
+            return E.UnknownMemberIdError.errno, g
+        if g.state == COMPLETING:
+            return E.RebalanceInProgressError.errno, g
+        return NONE, g
+
+    def commit(self, g: ClassicGroup, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        if offsets:
+            self.store.write_offsets(g.group_id, offsets)
+            g.offsets.update(offsets)
+
+    def fetch_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
+        g = self.groups.get(group_id)
+        return dict(g.offsets) if g is not None else {}
+
+    # -- admin ------------------------------------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> dict[str, Any]:
+        g = self.groups.get(group_id)
+        if g is None:
+            return {"state": DEAD, "protocol_type": "", "protocol": "", "members": []}
+        stable = g.state == STABLE
+        return {"state": g.state, "protocol_type": g.protocol_type or "",
+                "protocol": g.protocol_name or "" if g.state in (STABLE, COMPLETING) else "",
+                "members": [(mid, m.group_instance_id, m.client_id, m.client_host,
+                             m.metadata_for(g.protocol_name) if stable else b"",
+                             m.assignment if stable else b"") for mid, m in g.members.items()]}
+
+    def delete_group(self, group_id: str) -> int:
+        g = self.groups.get(group_id)
+        if g is None or g.state == DEAD:
+            return GROUP_ID_NOT_FOUND
+        if g.state != EMPTY:
+            return NON_EMPTY_GROUP
+        self.store.delete_group(group_id, list(g.offsets))
+        g.state = DEAD
+        del self.groups[group_id]
+        return NONE
+
+    def subscribed_topics(self, g: ClassicGroup) -> set[str] | None:
+        """Topics the group's members subscribe to (consumer protocol), or None if unknown."""
+        if g.protocol_type != "consumer" or g.protocol_name is None:
+            return None
+        from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Sub
+        topics: set[str] = set()
+        for m in g.members.values():
+            meta = m.metadata_for(g.protocol_name)
+            try:
+                version = min(int.from_bytes(meta[:2], "big", signed=True), Sub.max_version)
+                topics.update(Sub.decode(meta[2:], version=version).topics)
+            except Exception:   # not the consumer embedded protocol we know: be conservative
+                return None
+        return topics
+
+    def delete_offsets(self, g: ClassicGroup, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """OffsetDelete: refused for topics a non-empty consumer group subscribes to."""
+        result = {}
+        subscribed = self.subscribed_topics(g) if g.state != EMPTY else set()
+        deletable = []
+        for tp in tps:
+            if g.state != EMPTY and (subscribed is None or tp[0] in subscribed):
+                result[tp] = GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                result[tp] = NONE
+                if tp in g.offsets:
+                    deletable.append(tp)
+        self.store.delete_offsets(g.group_id, deletable)
+        for tp in deletable:
+            g.offsets.pop(tp, None)
+        return result

@@ -1,0 +1,126 @@
+"""Durable committed offsets and group records in the internal ``__consumer_offsets`` topic.
+
+Like Kafka, the group coordinator writes every offset commit (and each completed generation) as a record to the
+partition ``abs(hashCode(group_id)) % offsets.topic.num.partitions`` of an internal, broker-managed topic, and
+rebuilds its state by replaying those partitions on start. Deliberate difference (GAPS.md): keys and values are
+JSON, not Kafka's OffsetCommitKey/Value binary schemas, and the topic is not compacted.
+
+Threading rule: used only on the broker's event loop.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from .log import batch as B
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("reference_broker.offsets")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    commit_timestamp: int
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """GroupMetadataManager.partitionFor: Utils.abs(groupId.hashCode) % numPartitions."""
+    h = java_string_hash(group_id)
+    return (h & 0x7FFFFFFF if h == -(1 << 31) else abs(h)) % partitions
+
+
+class OffsetStore:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.n = broker.config["offsets.topic.num.partitions"]
+
+    def ensure_topic(self) -> None:
+        """Create the internal topic on first use (Kafka creates it on the first FindCoordinator)."""
+        if OFFSETS_TOPIC not in self.broker.topics:
+            err, msg = self.broker.create_topic(OFFSETS_TOPIC, self.n, 1, {"cleanup.policy": "compact"},
+                                                internal=True)
+            if err:
+                raise RuntimeError(f"cannot create {OFFSETS_TOPIC}: {msg}")
+        self.n = len(self.broker.topics[OFFSETS_TOPIC].partitions)
+
+    def _write(self, group_id: str, entries: list[tuple[dict, dict | None]]) -> None:
+        self.ensure_topic()
+        p = self.broker.partition(OFFSETS_TOPIC, partition_for(group_id, self.n))
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        now = self.broker.clock.wall_ms()
+        for i, (key, value) in enumerate(entries):
+            b.append(i, timestamp=now, key=json.dumps(key, sort_keys=True).encode(),
+                     value=None if value is None else json.dumps(value).encode(), headers=[])
+        data = bytes(b.build())
+        res = p.append_as_leader(data, B.parse_header(data), now)
+        if res.error:
+            raise RuntimeError(f"append to {OFFSETS_TOPIC}-{p.index} failed with error {res.error}")
+        p.log.flush()
+
+    def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        self._write(group_id, [({"type": "offset", "group": group_id, "topic": t, "partition": p},
+                                {"offset": o.offset, "leader_epoch": o.leader_epoch, "metadata": o.metadata,
+                                 "commit_timestamp": o.commit_timestamp})
+                               for (t, p), o in offsets.items()])
+
+    def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> None:
+        if tps:
+            self._write(group_id, [({"type": "offset", "group": group_id, "topic": t, "partition": p}, None)
+                                   for t, p in tps])
+
+    def write_group(self, group_id: str, generation: int, protocol_type: str | None,
+                    protocol_name: str | None) -> None:
+        self._write(group_id, [({"type": "group", "group": group_id},
+                                {"generation": generation, "protocol_type": protocol_type,
+                                 "protocol_name": protocol_name})])
+
+    def delete_group(self, group_id: str, tps: list[tuple[str, int]]) -> None:
+        entries: list[tuple[dict, dict | None]] = [
+            ({"type": "offset", "group": group_id, "topic": t, "partition": p}, None) for t, p in tps]
+        entries.append(({"type": "group", "group": group_id}, None))
+        self._write(group_id, entries)
+
+    def replay(self) -> Iterator[tuple[dict, dict | None]]:
+        """Every (key, value) ever written, in log order per partition (a tombstone has value None)."""
+        t = self.broker.topics.get(OFFSETS_TOPIC)
+        if t is None:
+            return
+        for p in t.partitions:
+            offset = p.log.log_start_offset
+            while offset < p.log.log_end_offset:
+                res = p.log.read(offset, 1 << 20, p.log.log_end_offset, True)
+                if not res.data:
+                    break
+                records = MemoryRecords(res.data)
+                while (batch := records.next_batch()) is not None:
+                    for rec in batch:
+                        offset = rec.offset + 1
+                        try:
+                            key = json.loads(rec.key)
+                            value = None if rec.value is None else json.loads(rec.value)
+                        except ValueError:
+                            log.warning("%s-%d offset %d: unreadable record skipped", OFFSETS_TOPIC, p.index,
+                                        rec.offset)
+                            continue
+                        yield key, value
