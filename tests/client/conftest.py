@@ -14,25 +14,14 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
+from kct_client_helpers import run
 
 from reference_broker.client.admin import Admin, NewTopic
 from reference_broker.client.protocol import Connection
-
-T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
-    """Run one coroutine on a fresh event loop, bounded so a hang fails instead of blocking the suite."""
-
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
 
 
 def tansu_binary() -> Path:

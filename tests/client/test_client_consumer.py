@@ -7,10 +7,9 @@ import time
 
 import kafka.errors as Errors
 import pytest
-from conftest import run
 from kafka.protocol.consumer import FetchRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
-from test_producer import raw_batches
+from kct_client_helpers import raw_batches, run
 
 from reference_broker.client.cluster import Cluster
 from reference_broker.client.consumer import Consumer, decode_records
@@ -24,7 +23,7 @@ async def produce(
     """n records; one batch per record unless ``linger_ms`` is given (then batched).
 
     One batch per record by default because Tansu's ListOffsets LATEST answers last batch base offset + 1
-    (see test_broker_rules.py); with single-record batches that equals the log end, so tests that are about
+    (see test_client_broker_rules.py); with single-record batches that equals the log end, so tests that are about
     the client's seek/reset logic do not depend on that quirk.
     """
     async with Producer(bootstrap, linger_ms=linger_ms or 0, batch_size=1 << 20) as p:
@@ -172,7 +171,7 @@ def test_offset_out_of_range_applies_reset_policy(broker_bootstrap: str, new_top
     result = run(go())
     if result is None:
         pytest.skip("broker does not answer OFFSET_OUT_OF_RANGE for a fetch offset beyond the log end "
-                    "(Tansu quirk, see test_broker_rules.py); the client's reset path cannot be exercised here")
+                    "(Tansu quirk, see test_client_broker_rules.py); the client's reset path cannot be exercised here")
     if policy == "none":
         assert result == "raised"
     elif policy == "earliest":
@@ -184,7 +183,7 @@ def test_offset_out_of_range_applies_reset_policy(broker_bootstrap: str, new_top
 def test_fetch_settings_reach_the_wire_and_small_limits_still_deliver(broker_bootstrap: str, new_topic) -> None:
     """The configured Fetch knobs are what is encoded at the negotiated version, and with a partition limit
     smaller than the data every record still arrives exactly once, in order (whether the broker honours the
-    limit is a broker rule: test_broker_rules.py)."""
+    limit is a broker rule: test_client_broker_rules.py)."""
     topic = new_topic(1)
     tp = TopicPartition(topic, 0)
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run
 from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+from kct_client_helpers import run
 
 from reference_broker.client.consumer import Consumer
 from reference_broker.client.producer import Producer, murmur2, partition_for_key, to_positive

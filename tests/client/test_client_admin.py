@@ -6,7 +6,7 @@ import uuid
 
 import kafka.errors as Errors
 import pytest
-from conftest import run
+from kct_client_helpers import run
 
 from reference_broker.client.admin import EARLIEST, LATEST, Admin, NewTopic
 from reference_broker.client.producer import Producer
@@ -69,7 +69,7 @@ def test_list_offsets_earliest_and_latest(broker_bootstrap: str) -> None:
             await a.create_topic(name, 2)
             empty = await a.list_offsets({tp0: EARLIEST, tp1: LATEST})
             async with Producer(a.cluster) as p:
-                for i in range(4):  # one batch per record: see the LATEST quirk in test_broker_rules.py
+                for i in range(4):  # one batch per record: see the LATEST quirk in test_client_broker_rules.py
                     await p.send_and_wait(name, b"%d" % i, partition=0)
             return empty, await a.earliest_offsets([tp0, tp1]), await a.latest_offsets([tp0, tp1])
 

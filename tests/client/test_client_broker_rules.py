@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 
 import kafka.errors as Errors
-from conftest import run
 from kafka.protocol.consumer import ListOffsetsRequest
+from kct_client_helpers import run
 
 from reference_broker.client.admin import EARLIEST, LATEST, MAX_TIMESTAMP, Admin
 from reference_broker.client.cluster import Cluster

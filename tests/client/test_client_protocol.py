@@ -6,9 +6,9 @@ import asyncio
 import struct
 
 import pytest
-from conftest import run
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kct_client_helpers import run
 
 from reference_broker.client.cluster import Cluster, parse_bootstrap
 from reference_broker.client.protocol import (
@@ -149,7 +149,7 @@ def test_rtt_measures_parked_fetch(broker_bootstrap: str, new_topic) -> None:
                     rack_id="",
                 )
                 resp = await conn.request(req, v)
-                # (Tansu answers max_wait_ms=0 with no partition entries at all; see test_broker_rules.py)
+                # (Tansu answers max_wait_ms=0 with no partition entries at all; see test_client_broker_rules.py)
                 assert resp.body.error_code == 0, resp.body
                 times.append(resp.rtt_ns)
             return times[0], times[1]

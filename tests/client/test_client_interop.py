@@ -10,10 +10,9 @@ import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
-from conftest import run
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
-from test_producer import raw_batches
+from kct_client_helpers import raw_batches, run
 
 from reference_broker.client.consumer import Consumer
 from reference_broker.client.producer import Producer, partition_for_key
