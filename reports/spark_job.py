@@ -1,0 +1,535 @@
+"""The Spark job: check thousands of runs' histories and aggregate the verdicts into Parquet tables and HTML.
+
+Run it embedded (``python -m reports spark --histories DIR_OR_GLOB --out DIR``, ``local[*]`` by default) or on a
+cluster with the same file: ``spark-submit --master spark://host:7077 reports/spark_job.py --histories ... --out ...``.
+
+Plan (DataFrames throughout):
+
+1. ``binaryFile`` source: one row per history file (JSONL, JSONL.gz or Parquet, on any Hadoop file system).
+2. ``mapInPandas`` *split*: each file is parsed and validated with :mod:`history` (the same code a direct check
+   uses) and each run is split into parts: one per topic-partition and one per (group, topic-partition)
+   (P-compositionality, see :mod:`reports.analysis`), plus one ``run`` row with its latencies.
+3. ``repartition(run_id, key)`` + ``mapInPandas`` *check*: the executors run the anomaly checker and the
+   linearizability search on each (run, part) group.
+4. ``groupBy`` aggregations into the tables ``runs``, ``targets``, ``anomalies``, ``rules`` and ``parts`` (Parquet),
+   and ``report.html``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from history.io import CorruptLineWarning, read_bytes  # noqa: E402
+from history.schema import HistoryError  # noqa: E402
+from reports.analysis import GROUP, TP, PartVerdict, RunVerdict, check_part, split_parts  # noqa: E402
+from reports.checkers import acceptable  # noqa: E402
+
+HISTORY_GLOB = "*.{jsonl,gz,parquet,pq}"
+# Latency histogram bins: edges at 10^(3 + i/4) ns, i = 0..32 (1 microsecond .. 100 s); last bin is open.
+LAT_BINS = 33
+LAT_EDGES_NS = [10 ** (3 + i / 4) for i in range(LAT_BINS)]
+
+PART_SCHEMA = (
+    "run_id string, target string, nemesis string, settings string, path string, kind string, key string, "
+    "n_ops long, payload binary, error string, skipped_lines long, lat_send array<long>, lat_poll array<long>"
+)
+RESULT_SCHEMA = (
+    "run_id string, target string, nemesis string, settings string, path string, kind string, key string, "
+    "n_ops long, anomaly_counts map<string,long>, bad array<string>, cases string, lin_model string, "
+    "lin_verdict string, lin_elapsed_s double, counterexample string, error string, skipped_lines long, "
+    "lat_send array<long>, lat_poll array<long>"
+)
+
+
+def _lat_bin(ns: int) -> int:
+    i = 0
+    while i + 1 < LAT_BINS and ns >= LAT_EDGES_NS[i + 1]:
+        i += 1
+    return i
+
+
+def latency_histograms(ops: list[dict]) -> tuple[list[int], list[int]]:
+    """Histograms of ok send and ok poll latencies (invoke -> completion) over LAT_EDGES_NS."""
+    send = [0] * LAT_BINS
+    poll = [0] * LAT_BINS
+    calls: dict[int, int] = {}
+    for op in ops:
+        if op["type"] == "invoke":
+            calls[op["process"]] = op["time_ns"]
+        else:
+            t0 = calls.pop(op["process"], None)
+            if t0 is not None and op["type"] == "ok":
+                if op["f"] == "send":
+                    send[_lat_bin(op["time_ns"] - t0)] += 1
+                elif op["f"] == "poll":
+                    poll[_lat_bin(op["time_ns"] - t0)] += 1
+    return send, poll
+
+
+# ---------------------------------------------------------------- executor side
+
+def split_files(batches: Iterator, skip_corrupt: bool = False) -> Iterator:
+    """mapInPandas: (path, content) rows -> one ``run`` row and one row per part for every run in each file."""
+    import pandas as pd
+
+    for pdf in batches:
+        rows = []
+        for path, content in zip(pdf["path"], pdf["content"], strict=True):
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", CorruptLineWarning)
+                    runs = read_bytes(bytes(content), path, skip_corrupt=skip_corrupt)
+                skipped = sum(1 for w in caught if issubclass(w.category, CorruptLineWarning))
+            except HistoryError as e:
+                rows.append({"run_id": None, "path": path, "kind": "error", "key": "", "n_ops": 0,
+                             "error": str(e), "skipped_lines": 0})
+                continue
+            for h in runs:
+                settings = json.dumps(h.settings, sort_keys=True)
+                common = {"run_id": h.run_id, "target": h.target, "nemesis": h.nemesis, "settings": settings,
+                          "path": path}
+                lat_send, lat_poll = latency_histograms(h.ops)
+                rows.append({**common, "kind": "run", "key": "", "n_ops": len(h.ops), "skipped_lines": skipped,
+                             "lat_send": lat_send, "lat_poll": lat_poll})
+                skipped = 0
+                for kind, key, ops in split_parts(h.ops):
+                    rows.append({**common, "kind": kind, "key": key, "n_ops": len(ops), "skipped_lines": 0,
+                                 "payload": pickle.dumps(ops, protocol=pickle.HIGHEST_PROTOCOL)})
+        cols = [c.split()[0] for c in PART_SCHEMA.split(", ")]
+        yield pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
+
+
+def check_groups(batches: Iterator, budget_s: float = 10.0) -> Iterator:
+    """mapInPandas: each (run, part) row -> its verdict (anomaly counts, evidence, linearizability)."""
+    import pandas as pd
+
+    cols = [c.split()[0] for c in RESULT_SCHEMA.split(", ")]
+    for pdf in batches:
+        out = []
+        for row in pdf.to_dict("records"):
+            res = {c: row.get(c) for c in cols if c in row}
+            res["anomaly_counts"] = {}
+            res["bad"] = []
+            if row["kind"] in (TP, GROUP):
+                settings = json.loads(row["settings"] or "{}")
+                ops = pickle.loads(row["payload"])
+                pv: PartVerdict = check_part(row["kind"], row["key"], ops, settings, budget_s)
+                ok = acceptable(settings)
+                res["anomaly_counts"] = pv.anomaly_counts
+                res["bad"] = sorted(a for a in pv.anomaly_counts if a not in ok)
+                res["cases"] = json.dumps(pv.cases, default=str) if pv.cases else None
+                res["lin_model"] = pv.lin_model
+                res["lin_verdict"] = pv.lin_verdict
+                res["lin_elapsed_s"] = pv.lin_elapsed_s
+                res["counterexample"] = json.dumps(pv.counterexample, default=str) if pv.counterexample else None
+            out.append(res)
+        yield pd.DataFrame([[r.get(c) for c in cols] for r in out], columns=cols, dtype=object)
+
+
+# ---------------------------------------------------------------- driver side
+
+@dataclass
+class JobResult:
+    """What the driver collected: per-run verdicts (same shape as a direct check) and the small tables."""
+
+    runs: list[dict]
+    targets: list[dict]
+    anomalies: list[dict]
+    rules: list[dict]
+    errors: list[dict]
+    latency: dict[str, dict[str, list[int]]]
+    timeline: dict | None
+    evidence: list[dict] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    out: str = ""
+
+    def verdicts(self) -> dict[str, RunVerdict]:
+        """Per-run verdicts comparable (``.key()``) with :func:`reports.analysis.check_history`'s."""
+        out = {}
+        for r in self.runs:
+            out[r["run_id"]] = RunVerdict(
+                r["run_id"], r["target"], r["nemesis"], r["ops"],
+                {a: n for a, n in sorted((r["anomaly_counts"] or {}).items()) if n},
+                sorted(r["bad"] or []),
+                {"partition-log": r["lin_partition_log"], "committed-offsets": r["lin_committed_offsets"]},
+            )
+        return out
+
+
+def build_session(master: str | None = None, app_name: str = "kafka-history-checks", extra_conf: dict | None = None):  # noqa: ANN201
+    """A SparkSession: ``master`` if given, else whatever spark-submit set, else ``local[*]``."""
+    from pyspark.sql import SparkSession
+
+    # Executors (local or on this machine's standalone workers) must run this interpreter, which has pyarrow.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    b = SparkSession.builder.appName(app_name)
+    if master:
+        b = b.master(master)
+    elif not os.environ.get("SPARK_MASTER") and "spark.master" not in _submit_conf():
+        b = b.master("local[*]")
+    conf = {
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
+        "spark.sql.execution.pyspark.udf.faulthandler.enabled": "true",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": os.environ.get("REPORTS_SHUFFLE_PARTITIONS", "8"),
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.driver.memory": os.environ.get("REPORTS_SPARK_DRIVER_MEMORY", "2g"),
+    }
+    conf.update(extra_conf or {})
+    for k, v in conf.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if not spark.sparkContext.master.startswith("local"):
+        spark.sparkContext.addPyFile(_package_zip())
+    return spark
+
+
+def _submit_conf() -> dict:
+    """spark-submit passes --master etc. through PYSPARK_SUBMIT_ARGS / spark-defaults; read what we can."""
+    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return {"spark.master": True} if "--master" in args else {}
+
+
+_ZIP: str | None = None
+
+
+def _package_zip() -> str:
+    """Zip history/ and reports/ so a cluster's executors can import them (sc.addPyFile)."""
+    global _ZIP
+    if _ZIP and os.path.exists(_ZIP):
+        return _ZIP
+    import tempfile
+    import zipfile
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    fd, path = tempfile.mkstemp(prefix="reports-pkg-", suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(path, "w") as z:
+        for pkg in ("history", "reports"):
+            for dirpath, _dirs, files in os.walk(os.path.join(root, pkg)):
+                for f in files:
+                    if f.endswith((".py", ".j2", ".html")):
+                        full = os.path.join(dirpath, f)
+                        z.write(full, os.path.relpath(full, root))
+    _ZIP = path
+    return path
+
+
+class Progress:
+    """Prints the active stages' task counts every few seconds (long jobs show they are moving)."""
+
+    def __init__(self, spark, enabled: bool = True, every_s: float = 3.0) -> None:  # noqa: ANN001
+        self.sc = spark.sparkContext
+        self.enabled = enabled
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self.t0 = time.monotonic()
+
+    def say(self, msg: str) -> None:
+        if self.enabled:
+            print(f"[reports {time.monotonic() - self.t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def _run(self) -> None:
+        tracker = self.sc.statusTracker()
+        while not self._stop.wait(self.every_s):
+            parts = []
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info:
+                    parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks"
+                                 + (f" ({info.numActiveTasks} running)" if info.numActiveTasks else ""))
+            if parts:
+                self.say("; ".join(parts))
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+
+_VERDICT_RANK = {"ok": 0, "unknown": 1, "illegal": 2}
+
+
+def run_job(
+    spark,  # noqa: ANN001
+    histories: str,
+    out: str,
+    *,
+    budget_s: float = 10.0,
+    skip_corrupt: bool = False,
+    html: bool = True,
+    progress: bool = True,
+) -> JobResult:
+    """Read every history under ``histories``, check each (run, part) on the executors, write tables + HTML."""
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.utils import AnalysisException
+
+    timings: dict[str, float] = {}
+    with Progress(spark, progress) as prog:
+        t0 = time.monotonic()
+        reader = spark.read.format("binaryFile").option("pathGlobFilter", HISTORY_GLOB)
+        if not any(c in histories for c in "*?[{"):
+            reader = reader.option("recursiveFileLookup", "true")
+        try:
+            files = reader.load(histories).select("path", "content")
+        except AnalysisException as e:
+            raise HistoryError(f"no history files at {histories}: {e.getMessage() if hasattr(e, 'getMessage') else e}") from None
+        n_files = files.count()
+        if n_files == 0:
+            raise HistoryError(f"no history files (.jsonl, .jsonl.gz, .parquet) at {histories}")
+        prog.say(f"{n_files} history files")
+        par = max(2, spark.sparkContext.defaultParallelism)
+        files = files.repartition(min(n_files, par * 4))
+
+        def _split(it: Iterator) -> Iterator:
+            return split_files(it, skip_corrupt)
+
+        def _check(it: Iterator) -> Iterator:
+            return check_groups(it, budget_s)
+
+        parts = files.mapInPandas(_split, PART_SCHEMA)
+        results = (
+            parts.repartition(par * 4, "run_id", "key").mapInPandas(_check, RESULT_SCHEMA).cache()
+        )
+        n_rows = results.count()
+        timings["check_s"] = time.monotonic() - t0
+        prog.say(f"checked {n_rows} (run, part) groups in {timings['check_s']:.1f}s")
+
+        errors = [r.asDict() for r in results.filter(F.col("kind") == "error").select("path", "error").collect()]
+        if errors and not skip_corrupt:
+            results.unpersist()
+            listing = "; ".join(e["error"] for e in errors[:5])
+            raise HistoryError(f"{len(errors)} corrupt history file(s): {listing}"
+                               + (" ..." if len(errors) > 5 else "") + " (use --skip-corrupt to skip bad lines)")
+
+        t1 = time.monotonic()
+        ok = results.filter(F.col("kind") != "error")
+        rank = F.create_map(*[x for k, v in _VERDICT_RANK.items() for x in (F.lit(k), F.lit(v))])
+        unrank = F.create_map(*[x for k, v in _VERDICT_RANK.items() for x in (F.lit(v), F.lit(k))])
+
+        def lin_of(model: str):  # noqa: ANN202
+            r = F.max(F.when(F.col("lin_model") == model, rank[F.col("lin_verdict")]))
+            return F.coalesce(unrank[r], F.lit("ok"))
+
+        anomalies_long = ok.select(
+            "run_id", "target", "nemesis", "settings", F.explode("anomaly_counts").alias("anomaly", "cases"),
+            F.col("bad"),
+        ).withColumn("acceptable", ~F.array_contains("bad", F.col("anomaly")))
+        runs = (
+            ok.groupBy("run_id").agg(
+                F.first("target").alias("target"),
+                F.first("nemesis").alias("nemesis"),
+                F.first("settings").alias("settings"),
+                F.first("path").alias("path"),
+                F.sum(F.when(F.col("kind") == "run", F.col("n_ops"))).alias("ops"),
+                F.sum(F.when(F.col("kind") == "run", F.col("skipped_lines"))).alias("skipped_lines"),
+                F.sort_array(F.array_distinct(F.flatten(F.collect_list("bad")))).alias("bad"),
+                lin_of("partition-log").alias("lin_partition_log"),
+                lin_of("committed-offsets").alias("lin_committed_offsets"),
+                F.sum(F.coalesce(F.col("lin_elapsed_s"), F.lit(0.0))).alias("lin_elapsed_s"),
+            )
+        )
+        # Sum counts of the same anomaly across parts.
+        summed = anomalies_long.groupBy("run_id", "anomaly").agg(F.sum("cases").alias("cases"))
+        per_run_counts = summed.groupBy("run_id").agg(
+            F.map_from_entries(F.collect_list(F.struct("anomaly", "cases"))).alias("anomaly_counts"))
+        runs = runs.join(per_run_counts, "run_id", "left").withColumn(
+            "valid",
+            (F.size("bad") == 0) & (F.col("lin_partition_log") != "illegal")
+            & (F.col("lin_committed_offsets") != "illegal"),
+        ).cache()
+        targets = runs.groupBy("target").agg(
+            F.count("*").alias("runs"),
+            F.sum(F.col("valid").cast("long")).alias("valid_runs"),
+            F.sum((~F.col("valid")).cast("long")).alias("failing_runs"),
+            F.sum("ops").alias("ops"),
+            F.sum((F.col("lin_partition_log") == "illegal").cast("long")).alias("log_illegal"),
+            F.sum((F.col("lin_partition_log") == "unknown").cast("long")).alias("log_unknown"),
+            F.sum((F.col("lin_committed_offsets") == "illegal").cast("long")).alias("offsets_illegal"),
+            F.sum((F.col("lin_committed_offsets") == "unknown").cast("long")).alias("offsets_unknown"),
+        )
+        anomalies = (
+            anomalies_long.groupBy("target", "nemesis", "anomaly", "acceptable")
+            .agg(F.countDistinct("run_id").alias("runs"), F.sum("cases").alias("cases"))
+        )
+        lin_rules = runs.select(
+            "target", "run_id",
+            F.explode(F.array(
+                F.struct(F.lit("linearizable/partition-log").alias("rule"),
+                         (F.col("lin_partition_log") == "illegal").alias("failed"),
+                         (F.col("lin_partition_log") == "unknown").alias("unknown")),
+                F.struct(F.lit("linearizable/committed-offsets").alias("rule"),
+                         (F.col("lin_committed_offsets") == "illegal").alias("failed"),
+                         (F.col("lin_committed_offsets") == "unknown").alias("unknown")),
+            )).alias("r"),
+        ).select("target", "run_id", "r.rule", "r.failed", "r.unknown")
+        anomaly_rules = summed.join(runs.select("run_id", "target", "bad"), "run_id").select(
+            "target", "run_id", F.concat(F.lit("anomaly/"), F.col("anomaly")).alias("rule"),
+            F.array_contains("bad", F.col("anomaly")).alias("failed"), F.lit(False).alias("unknown"))
+        n_runs_by_target = runs.groupBy("target").agg(F.count("*").alias("runs_checked"))
+        rules = (
+            lin_rules.unionByName(anomaly_rules)
+            .groupBy("target", "rule")
+            .agg(F.sum(F.col("failed").cast("long")).alias("failed_runs"),
+                 F.sum(F.col("unknown").cast("long")).alias("unknown_runs"))
+            .join(n_runs_by_target, "target")
+        )
+        parts_table = ok.filter(F.col("kind") != "run").select(
+            "run_id", "target", "nemesis", "kind", "key", "n_ops", "anomaly_counts", "bad", "lin_model",
+            "lin_verdict", "lin_elapsed_s", "counterexample", "cases")
+
+        os.makedirs(out, exist_ok=True) if "://" not in out else None
+        for name, df in (("runs", runs), ("targets", targets), ("anomalies", anomalies), ("rules", rules),
+                         ("parts", parts_table)):
+            df.write.mode("overwrite").parquet(os.path.join(out, name))
+        if errors:
+            spark.createDataFrame(errors, "path string, error string").write.mode("overwrite").parquet(
+                os.path.join(out, "errors"))
+        timings["aggregate_s"] = time.monotonic() - t1
+        prog.say(f"wrote tables to {out} in {timings['aggregate_s']:.1f}s")
+
+        run_rows = [r.asDict(recursive=True) for r in runs.collect()]
+        lat_rows = ok.filter(F.col("kind") == "run").select("target", "nemesis", "lat_send", "lat_poll").collect()
+        latency: dict[str, dict[str, list[int]]] = {}
+        for r in lat_rows:
+            d = latency.setdefault(r["target"], {"send": [0] * LAT_BINS, "poll": [0] * LAT_BINS})
+            for kind in ("send", "poll"):
+                for i, c in enumerate(r[f"lat_{kind}"] or []):
+                    d[kind][i] += c
+        failing = sorted((r for r in run_rows if not r["valid"]), key=lambda r: r["run_id"])
+        timeline = None
+        if failing:
+            timeline = _timeline(spark, failing[0], ok)
+        evidence = [
+            r.asDict() for r in ok.filter((F.size("bad") > 0) | (F.col("lin_verdict") == "illegal"))
+            .select("run_id", "key", "lin_model", "lin_verdict", "counterexample", "cases")
+            .orderBy("run_id", "key").limit(50).collect()
+        ]
+        res = JobResult(
+            runs=sorted(run_rows, key=lambda r: r["run_id"]),
+            targets=[r.asDict() for r in targets.collect()],
+            anomalies=[r.asDict() for r in anomalies.collect()],
+            rules=[r.asDict() for r in rules.collect()],
+            errors=errors,
+            latency=latency,
+            timeline=timeline,
+            evidence=evidence,
+            timings=timings,
+            out=out,
+        )
+        runs.unpersist()
+        results.unpersist()
+        if html:
+            from reports.html import write_report
+
+            path = write_report(res, os.path.join(out, "report.html"))
+            prog.say(f"HTML report: {path}")
+        timings["total_s"] = time.monotonic() - t0
+    return res
+
+
+def _timeline(spark, run: dict, results) -> dict:  # noqa: ANN001
+    """The operations of one failing run (read back from its file) and its flagged evidence, for the plot."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    content = spark.read.format("binaryFile").load(run["path"]).select("content").first()["content"]
+    h = next(x for x in read_bytes(bytes(content), run["path"], skip_corrupt=True) if x.run_id == run["run_id"])
+    flagged: set[int] = set()
+    evidence = results.filter((F.col("run_id") == run["run_id"]) & (F.col("kind") != "run")).select(
+        "cases", "counterexample").collect()
+    for row in evidence:
+        for blob in (row["cases"], row["counterexample"]):
+            if blob:
+                _collect_indices(json.loads(blob), flagged)
+    calls: dict[int, dict] = {}
+    ops = []
+    for op in h.ops:
+        if op["type"] == "invoke":
+            calls[op["process"]] = op
+        elif op["process"] >= 0:
+            inv = calls.pop(op["process"], None)
+            t_call = inv["time_ns"] if inv else op["time_ns"]
+            ops.append({"process": op["process"], "call": t_call, "ret": op["time_ns"], "f": op["f"],
+                        "type": op["type"], "index": op["index"], "flagged": op["index"] in flagged})
+        else:
+            ops.append({"process": -1, "call": op["time_ns"], "ret": op["time_ns"], "f": op["f"], "type": "info",
+                        "index": op["index"], "flagged": False})
+    return {"run_id": h.run_id, "target": h.target, "nemesis": h.nemesis, "ops": ops, "bad": run["bad"],
+            "lin": {"partition-log": run["lin_partition_log"], "committed-offsets": run["lin_committed_offsets"]}}
+
+
+def _collect_indices(x: object, out: set[int]) -> None:
+    if isinstance(x, dict):
+        if "index" in x and "process" in x and isinstance(x["index"], int):
+            out.add(x["index"])
+        if "ref" in x and isinstance(x["ref"], int):
+            out.add(x["ref"])
+        for v in x.values():
+            _collect_indices(v, out)
+    elif isinstance(x, list):
+        for v in x:
+            _collect_indices(v, out)
+
+
+def add_arguments(p) -> None:  # noqa: ANN001
+    """The job's options (shared by ``python -m reports spark`` and spark-submit)."""
+    p.add_argument("--histories", required=True, help="directory (searched recursively) or glob of history files")
+    p.add_argument("--out", required=True, help="output directory for Parquet tables and report.html")
+    p.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument("--budget", type=float, default=10.0, help="linearizability time budget per part, seconds")
+    p.add_argument("--skip-corrupt", action="store_true", help="skip corrupt lines (with a count) instead of failing")
+    p.add_argument("--no-html", action="store_true", help="write the Parquet tables only")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def run_from_args(args) -> JobResult:  # noqa: ANN001
+    if args.budget <= 0:
+        raise HistoryError("--budget must be positive")
+    spark = build_session(args.master)
+    try:
+        res = run_job(spark, args.histories, args.out, budget_s=args.budget, skip_corrupt=args.skip_corrupt,
+                      html=not args.no_html, progress=not args.quiet)
+    finally:
+        spark.stop()
+    bad = [r for r in res.runs if not r["valid"]]
+    print(f"{len(res.runs)} runs checked, {len(bad)} failing, {len(res.errors)} unreadable files; "
+          f"tables in {res.out}")
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    """spark-submit entry point."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="spark_job.py", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        run_from_args(args)
+    except HistoryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
