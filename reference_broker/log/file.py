@@ -401,7 +401,7 @@ class FileLog(Log):
                 raise self._err(f"cannot stat {seg.file(LOG_SUFFIX).name}: {e.strerror}") from None
             self._check_first_batch(seg)
 
-        transitions: list[tuple[int, int]] = []          # (epoch, base) seen while recovering
+        transitions: list[tuple[int, int, int]] = []     # (epoch, base, last offset) seen while recovering
         recovered: list[_Segment] = []
         if self._segments:
             first_unflushed = max(0, min(bisect.bisect_right(self._bases, recovery_point) - 1,
@@ -426,12 +426,8 @@ class FileLog(Log):
             self._delete_segments(list(self._segments))
             epoch_ckpt, transitions = [], []
         if not self._segments:
-            base = log_start or 0
-            seg = _Segment(self.dir, base)
-            seg.open(create=True)
-            self._add_segment(seg)
-            self._fsync_dir()
-            self._end = base
+            self._end = log_start or 0
+            self._new_active(self._end)
         self._start = max(log_start or 0, self._segments[0].base)
         # Segments wholly below the log start (a crash between checkpoint and unlink) go now.
         k = 0
@@ -443,14 +439,19 @@ class FileLog(Log):
             # No checkpoint: rebuild the cache from every batch header (Kafka rebuilds from the recovered ones).
             epoch_ckpt = []
             self._epochs = LeaderEpochCache()
-            for seg in self._segments:
-                for _pos, h in seg.headers():
-                    self._epochs.assign(h.leader_epoch, h.base_offset)
+            transitions = [(h.leader_epoch, h.base_offset, h.last_offset)
+                           for seg in self._segments for _pos, h in self._use(seg).headers()]
         else:
             self._epochs = LeaderEpochCache(EpochEntry(*e) for e in epoch_ckpt)
-        for epoch, base in transitions:
-            self._epochs.assign(epoch, base)
-        self._epochs.truncate_from_end(self._end)
+        # Batches wholly below the log start are deleted records: they name no epoch (truncateFromStart).
+        for epoch, base, last_offset in transitions:
+            if last_offset >= self._start:
+                self._epochs.assign(epoch, base)
+        # Kafka's LogLoader drops entries at or beyond the LEO: the checkpoint saw data the disk lost. When
+        # nothing was lost since the recovery point, an entry exactly at the LEO is kept (truncateFromStart
+        # puts one there when DeleteRecords empties the log), so a restart does not change the answers.
+        lost = self._end < recovery_point
+        self._epochs.truncate_from_end(self._end if lost else self._end + 1)
         self._epochs.truncate_from_start(self._start)
         if [tuple(e) for e in self._epochs.entries()] != [tuple(e) for e in epoch_ckpt]:
             self._persist_epochs()
@@ -513,7 +514,7 @@ class FileLog(Log):
         seg.index_entries, seg.time_entries = n, m
         return True
 
-    def _recover_segment(self, seg: _Segment, transitions: list[tuple[int, int]]) -> bool:
+    def _recover_segment(self, seg: _Segment, transitions: list[tuple[int, int, int]]) -> bool:
         """Kafka's LogSegment.recover: re-read every batch, check header sanity, offsets and CRC32C, rebuild
         both indexes; truncate at the first bad batch. True when bytes were truncated."""
         self._use(seg)
@@ -538,7 +539,7 @@ class FileLog(Log):
                 problem = str(e)
                 break
             seg.index_batch(h, pos, self.config.index_interval_bytes)
-            transitions.append((h.leader_epoch, h.base_offset))
+            transitions.append((h.leader_epoch, h.base_offset, h.last_offset))
             expected = h.next_offset
             pos += h.size
         if problem is None:
@@ -600,6 +601,17 @@ class FileLog(Log):
         self._recovery_point = max(self._recovery_point, self._end)
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, [(self._recovery_point,)])
 
+    def _new_active(self, base: int) -> _Segment:
+        """A new empty active segment at ``base`` (after the previous active one was deleted)."""
+        seg = _Segment(self.dir, base)
+        try:
+            seg.open(create=True)
+        except OSError as e:
+            raise self._err(f"cannot create segment {base}: {e.strerror}") from None
+        self._add_segment(seg)
+        self._fsync_dir()
+        return seg
+
     def _persist_epochs(self) -> None:
         self._write_checkpoint(LEADER_EPOCH_CHECKPOINT, [(e.epoch, e.start_offset) for e in self._epochs.entries()])
 
@@ -632,11 +644,7 @@ class FileLog(Log):
             seg = self._segments[-1]
         elif h.last_offset - seg.base > _INT32_MAX:        # empty segment far behind the batch's offsets
             self._delete_segments([seg])
-            new = _Segment(self.dir, h.base_offset)
-            new.open(create=True)
-            self._add_segment(new)
-            self._fsync_dir()
-            seg = new
+            seg = self._new_active(h.base_offset)
         pos = seg.size
         try:
             _pwrite_all(seg.fd, buf, pos)
@@ -776,10 +784,8 @@ class FileLog(Log):
             return
         if offset < self._segments[0].base:
             self._delete_segments(list(self._segments))
-            seg = _Segment(self.dir, offset)
-            seg.open(create=True)
-            self._add_segment(seg)
-            self._fsync_dir()
+            self._new_active(offset)
+            self._end = offset
         else:
             self._delete_segments([s for s in self._segments if s.base > offset])
             seg = self._use(self._segments[-1])
@@ -787,7 +793,12 @@ class FileLog(Log):
             if h is None:
                 pos = seg.size
             self._truncate_segment(seg, pos, offset)
-        self._end = offset
+            self._end = offset
+            # On reopen the LEO is read back as the last batch's end (or an empty segment's base). When the
+            # truncation point is past that (a gap, or inside a dropped batch), an empty segment based at the
+            # new LEO records it; Kafka's truncateFullyAndStartAt does the same for a log cut below its start.
+            if self._next_offset_of(seg) != offset:
+                self._roll(offset)
         if offset < self._start:
             self._start = offset
             self._write_checkpoint(LOG_START_CHECKPOINT, [(self._start,)])

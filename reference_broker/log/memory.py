@@ -90,10 +90,12 @@ class MemoryLog(Log):
         return self._positions[i] if i < len(self._positions) else self._next_pos
 
     def read(self, offset: int, max_bytes: int, max_offset: int, min_one: bool = True) -> ReadResult:
+        first = offset
+        if offset >= max_offset:
+            return ReadResult(b"", first)     # [offset, max_offset) is empty, even inside a batch
         i = self._index_of(offset)
         out: list[bytes] = []
         total = 0
-        first = offset
         while i < len(self._batches) and self._bases[i] < max_offset:
             b = self._batches[i]
             if total + len(b) > max_bytes and not (min_one and not out):
