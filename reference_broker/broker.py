@@ -23,6 +23,22 @@ from .log.memory import MemoryLog
 from .partition import Partition
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+# Topic-level configs the broker honours or stores, with the broker config each one overrides (Kafka's
+# LogConfig names). Values of numeric keys must parse as integers.
+TOPIC_CONFIGS: dict[str, str | None] = {
+    "min.insync.replicas": "min.insync.replicas",
+    "max.message.bytes": "message.max.bytes",
+    "segment.bytes": "log.segment.bytes",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "cleanup.policy": None,
+    "retention.ms": None,
+    "retention.bytes": None,
+    "message.timestamp.type": None,
+    "compression.type": None,
+}
+_NUMERIC_TOPIC_CONFIGS = {"min.insync.replicas", "max.message.bytes", "segment.bytes", "retention.ms",
+                          "retention.bytes"}
 MAX_TOPIC_NAME = 249
 
 
@@ -104,6 +120,15 @@ class Broker:
             return None
         return t.partitions[index]
 
+    def topic_setting(self, topic: str, key: str) -> Any:
+        """A topic config if the topic overrides it, else the broker default it maps to (Kafka's LogConfig)."""
+        t = self.topics.get(topic)
+        if t is not None and key in t.configs and key in _NUMERIC_TOPIC_CONFIGS:
+            return int(t.configs[key])
+        if t is not None and key in t.configs:
+            return t.configs[key]
+        return self.config[TOPIC_CONFIGS[key]]
+
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: dict[str, str] | None = None, validate_only: bool = False,
                      internal: bool = False) -> tuple[int, str | None]:
@@ -126,6 +151,14 @@ class Broker:
                     f"Unable to replicate the partition {replication_factor} time(s): "
                     f"The target replication factor of {replication_factor} cannot be reached because only "
                     f"{len(self.brokers())} broker(s) are registered.")
+        for key, value in (configs or {}).items():
+            if key not in TOPIC_CONFIGS:
+                return E.InvalidConfigurationError.errno, f"Unknown topic config name: {key}"
+            if key in _NUMERIC_TOPIC_CONFIGS:
+                try:
+                    int(value)
+                except (TypeError, ValueError):
+                    return E.InvalidConfigurationError.errno, f"Invalid value {value} for configuration {key}"
         if validate_only:
             return E.NoError.errno, None
         topic_id = uuid.UUID(int=self.rng.getrandbits(128))

@@ -38,6 +38,7 @@ class FetchPartitionStatus:
     partition_max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    topic_id: object = None               # uuid.UUID for Fetch v13+ (topics named by id)
 
 
 @dataclass(eq=False)  # identity hash: a fetch is watched in sets

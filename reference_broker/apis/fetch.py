@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4–v12.
+"""Fetch (key 1), v4–v16.
 
 Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``):
 - Answer at once when max_wait_ms <= 0, the request names no partitions, the bytes read already reach
@@ -13,6 +13,9 @@ Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``):
 - read_committed reads to the last stable offset, which equals the HW (no transactions; GAPS.md).
 - Fetch sessions (KIP-227) are not kept: every answer has session_id 0 (sessionless), which clients must accept;
   an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND (GAPS.md).
+- v13+ name topics by id (KIP-516): an unknown id is UNKNOWN_TOPIC_ID for its partitions. v15 moves the replica id
+  into ReplicaState (KIP-903). v16 node endpoints (KIP-951) are sent empty: there is never another leader to
+  point to on one broker.
 - KIP-320 leader epoch checks: an older current_leader_epoch is FENCED_LEADER_EPOCH, a newer one
   UNKNOWN_LEADER_EPOCH.
 """
@@ -25,14 +28,20 @@ from ..purgatory import DelayedFetch, FetchIsolation, FetchPartitionStatus
 from ..registry import handles
 
 API_KEY = 1
-VERSIONS = (4, 12)
+VERSIONS = (4, 16)
 
 TopicResp = FetchResponse.FetchableTopicResponse
 PartData = TopicResp.PartitionData
 
 
-def _isolation(req) -> FetchIsolation:
-    if req.replica_id >= 0:
+def _replica_id(req, version: int) -> int:
+    if version >= 15:
+        return req.replica_state.replica_id if req.replica_state is not None else -1
+    return req.replica_id
+
+
+def _isolation(req, replica_id: int) -> FetchIsolation:
+    if replica_id >= 0:
         return FetchIsolation.LOG_END
     return FetchIsolation.TXN_COMMITTED if req.isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
 
@@ -45,7 +54,8 @@ def read_all(statuses: list[FetchPartitionStatus], max_bytes: int, isolation: Fe
     for st in statuses:
         p = st.partition
         if p is None:
-            out.append((st, E.UnknownTopicOrPartitionError.errno, b"", -1, -1, -1))
+            err = E.UnknownTopicIdError.errno if st.topic_id is not None else E.UnknownTopicOrPartitionError.errno
+            out.append((st, err, b"", -1, -1, -1))
             continue
         info = p.read(st.fetch_offset, min(st.partition_max_bytes, limit), isolation, min_one,
                       st.current_leader_epoch)
@@ -60,13 +70,14 @@ def read_all(statuses: list[FetchPartitionStatus], max_bytes: int, isolation: Fe
 
 
 def _response(reads, session_id: int = 0) -> FetchResponse:
-    by_topic: dict[str, list] = {}
+    by_topic: dict[tuple, list] = {}
     for st, err, records, hw, lso, lstart in reads:
-        by_topic.setdefault(st.topic, []).append(PartData(
+        by_topic.setdefault((st.topic, st.topic_id), []).append(PartData(
             partition_index=st.partition_index, error_code=err, high_watermark=hw, last_stable_offset=lso,
             log_start_offset=lstart, aborted_transactions=None, preferred_read_replica=-1, records=records))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id,
-                         responses=[TopicResp(topic=t, partitions=ps) for t, ps in by_topic.items()])
+                         responses=[TopicResp(topic=t, topic_id=tid, partitions=ps)
+                                    for (t, tid), ps in by_topic.items()], node_endpoints=[])
 
 
 @handles(FetchRequest, FetchResponse, VERSIONS)
@@ -75,16 +86,25 @@ async def handle(ctx, req):
     if ctx.api_version >= 7 and req.session_epoch > 0:
         return FetchResponse(throttle_time_ms=0, error_code=E.FetchSessionIdNotFoundError.errno,
                              session_id=0, responses=[])
-    isolation = _isolation(req)
-    statuses = [FetchPartitionStatus(t.topic, fp.partition, b.partition(t.topic, fp.partition), fp.fetch_offset,
-                                     fp.partition_max_bytes, fp.current_leader_epoch, fp.last_fetched_epoch)
-                for t in req.topics for fp in t.partitions]
+    replica_id = _replica_id(req, ctx.api_version)
+    isolation = _isolation(req, replica_id)
+    statuses = []
+    for t in req.topics:
+        if ctx.api_version >= 13:
+            topic = b.topics_by_id.get(t.topic_id)
+            name, tid = (topic.name if topic else ""), t.topic_id
+        else:
+            name, tid = t.topic, None
+        for fp in t.partitions:
+            statuses.append(FetchPartitionStatus(name, fp.partition, b.partition(name, fp.partition) if name else None,
+                                                 fp.fetch_offset, fp.partition_max_bytes, fp.current_leader_epoch,
+                                                 fp.last_fetched_epoch, topic_id=tid))
     max_bytes = min(req.max_bytes, b.config["fetch.max.bytes"])
     reads = read_all(statuses, max_bytes, isolation)
     readable = sum(len(r[2]) for r in reads)
     errored = any(r[1] for r in reads)
     if req.max_wait_ms <= 0 or not statuses or readable >= req.min_bytes or errored:
         return _response(reads)
-    delayed = DelayedFetch(statuses, req.min_bytes, isolation, is_follower=req.replica_id >= 0)
+    delayed = DelayedFetch(statuses, req.min_bytes, isolation, is_follower=replica_id >= 0)
     await delayed.park(req.max_wait_ms / 1000)
     return _response(read_all(statuses, max_bytes, isolation))

@@ -3,11 +3,11 @@
 Behavior:
 - acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS). acks=0 gets no response at all; acks=1 is answered after the
   leader's append; acks=-1 after the high watermark passes the batch (DelayedProduce), or REQUEST_TIMED_OUT at
-  ``timeout_ms``. With fewer in-sync replicas than ``min.insync.replicas`` acks=-1 fails with NOT_ENOUGH_REPLICAS
+  ``timeout_ms``. With fewer in-sync replicas than ``min.insync.replicas`` (topic config, else broker) acks=-1 fails with NOT_ENOUGH_REPLICAS
   before appending.
 - Each partition carries exactly one record batch v2 (ProduceRequest v3+ rule): zero or several batches, or an
   older magic, is INVALID_RECORD; a CRC32C mismatch is CORRUPT_MESSAGE; a batch above ``message.max.bytes`` is
-  MESSAGE_TOO_LARGE; a client write to an internal topic is INVALID_TOPIC_EXCEPTION. Nothing of a rejected batch
+  MESSAGE_TOO_LARGE (topic max.message.bytes, else broker message.max.bytes); a client write to an internal topic is INVALID_TOPIC_EXCEPTION. Nothing of a rejected batch
   is written.
 - Batches are stored as sent (compressed batches stay compressed); only base offset and leader epoch are set.
 - Idempotent producers: duplicates of the last five batches return the original offset; gaps are
@@ -77,11 +77,11 @@ async def handle(ctx, req):
             if p is None:
                 results[key] = [E.UnknownTopicOrPartitionError.errno, -1, None]
                 continue
-            err, msg, header = validate_batch(pd.records, b.config["message.max.bytes"])
+            err, msg, header = validate_batch(pd.records, b.topic_setting(td.name, "max.message.bytes"))
             if err:
                 results[key] = [err, -1, msg]
                 continue
-            if acks == -1 and len(p.isr) < b.config["min.insync.replicas"]:
+            if acks == -1 and len(p.isr) < b.topic_setting(td.name, "min.insync.replicas"):
                 results[key] = [E.NotEnoughReplicasError.errno, -1,
                                 f"ISR {sorted(p.isr)} smaller than min.insync.replicas"]
                 continue
