@@ -302,15 +302,15 @@ def index_bytes(d: Path) -> dict[str, bytes]:
 
 
 def test_sparse_index_follows_kafkas_interval_rule(d: Path) -> None:
-    log = FileLog(d, FileLogConfig(index_interval_bytes=1_000))
     size = len(make_batch(3, tag=1))
+    log = FileLog(d, FileLogConfig(index_interval_bytes=4 * size))   # "more than" 4 batches: every 5th
     fill(log, 100)
     log.close()
     idx = seg_file(d, 0, ".index").read_bytes()
     entries = [(int.from_bytes(idx[i:i + 4], "big"), int.from_bytes(idx[i + 4:i + 8], "big"))
                for i in range(0, len(idx), 8)]
-    # an entry each time more than 1000 bytes went in since the last one, keyed by the batch's last offset
-    k = 1_000 // size + 1
+    # an entry each time more than the interval went in since the last one, keyed by the batch's last offset
+    k = 5
     assert entries == [(3 * j * k + 2, j * k * size) for j in range(1, len(entries) + 1)]
     assert len(entries) == (100 - 1) // k
     tidx = seg_file(d, 0, ".timeindex").read_bytes()
@@ -494,3 +494,36 @@ def test_no_permission(tmp_path: Path) -> None:
     os.close(r)
     os.waitpid(pid, 0)
     assert msg.startswith("LogDirError") and str(d) in msg and "permission" in msg.lower(), msg
+
+
+def test_lookups_use_the_indexes_not_a_scan(d: Path) -> None:
+    """Counted with the kernel's read-syscall counter: a lookup deep in a 4000-batch segment costs a handful
+    of preads (binary search on the index, a short header walk), not one per batch."""
+    log = FileLog(d, FileLogConfig(index_interval_bytes=1_000))
+    for i in range(4_000):
+        log.append(make_batch(2, timestamps=[i, i], tag=i), 0)
+    proc = psutil.Process()
+
+    def syscalls(fn) -> int:
+        before = proc.io_counters().read_count
+        fn()
+        return proc.io_counters().read_count - before
+
+    assert syscalls(lambda: log.read(7_777, 1 << 20, 8_000)) < 40
+    assert syscalls(lambda: log.bytes_between(6_001, 7_001)) < 60
+    assert syscalls(lambda: log.offset_for_timestamp(3_900)) < 60
+    assert log.offset_for_timestamp(3_900) == TimestampOffset(7_800, 3_900)
+    log.close()
+
+
+def test_time_index_only_grows_with_the_max_timestamp(d: Path) -> None:
+    """Kafka's TimeIndex.maybeAppend: an entry only when the max timestamp so far grew, so entries ascend."""
+    log = FileLog(d, FileLogConfig(segment_bytes=2_000, index_interval_bytes=0))
+    stamps = [500, 100, 200, 900, 300, 900, 950, 10, 20, 30, 40, 50, 60, 70, 80, 90]
+    for i, ts in enumerate(stamps):
+        log.append(make_batch(1, timestamps=[ts], tag=i), 0)
+    log.close()
+    raw = seg_file(d, 0, ".timeindex").read_bytes()
+    entries = [(int.from_bytes(raw[i:i + 8], "big"), int.from_bytes(raw[i + 8:i + 12], "big"))
+               for i in range(0, len(raw), 12)]
+    assert entries == [(500, 0), (900, 3), (950, 6)]
