@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .broker import Broker, DataDirError
 from .config import BrokerConfig, ConfigError
+from .faults import FaultError, Faults
 from .server import Server
 
 
@@ -42,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="Kafka broker config, e.g. log.segment.bytes=1048576 (repeatable)")
     s.add_argument("--seed", type=int, default=None, help="seed for the broker's RNG (ids)")
+    s.add_argument("--fault", action="append", default=[], metavar="NAME",
+                   help="TEST ONLY: break a Kafka rule on purpose (see reference_broker/faults.py)")
     s.add_argument("--log-level", default="WARNING")
     return ap
 
@@ -50,7 +53,7 @@ async def serve(args: argparse.Namespace) -> int:
     cfg = BrokerConfig.from_pairs(args.config)
     if args.broker_id is not None:
         cfg.set("node.id", args.broker_id)
-    broker = Broker(cfg, None if args.memory else args.data_dir, seed=args.seed)
+    broker = Broker(cfg, None if args.memory else args.data_dir, seed=args.seed, faults=Faults(args.fault))
     server = Server(broker)
     host, port = args.listen
     try:
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return asyncio.run(serve(args))
-    except (ConfigError, DataDirError) as e:
+    except (ConfigError, DataDirError, FaultError) as e:
         print(f"reference_broker: {e}", file=sys.stderr)
         return 2
 

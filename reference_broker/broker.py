@@ -18,6 +18,7 @@ from kafka import errors as E
 
 from .clock import Clock, make_rng
 from .config import BrokerConfig
+from .faults import Faults
 from .log.base import Log
 from .log.memory import MemoryLog
 from .partition import Partition
@@ -79,8 +80,9 @@ class BrokerInfo:
 
 class Broker:
     def __init__(self, config: BrokerConfig, data_dir: Path | None, *, clock: Clock | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, faults: Faults | None = None) -> None:
         self.config = config
+        self.faults = faults or Faults()
         self.node_id: int = config["node.id"]
         self.cluster_id: str = config["cluster.id"]
         self.data_dir = data_dir
@@ -171,6 +173,9 @@ class Broker:
         parts = [Partition(name, i, topic_id, self._open_log(name, i), node_id=self.node_id,
                            replicas=[self.node_id], leader_id=self.node_id)
                  for i in range(n)]
+        for p in parts:
+            p.wake_on_append = not self.faults.on("fetch.no_wake_on_append")
+            p.fault_latest_is_leo = self.faults.on("list_offsets.latest_is_leo")
         t = Topic(name, topic_id, parts, configs, rf, internal)
         self.topics[name] = t
         self.topics_by_id[topic_id] = t

@@ -161,7 +161,8 @@ class GroupCoordinator:
         self.broker = broker
         self.groups: dict[str, ClassicGroup] = {}
         self.store = OffsetStore(broker)
-        self._load()
+        if not broker.faults.on("offsets.forget_on_restart"):
+            self._load()
 
     # -- loading ----------------------------------------------------------------------------------------------
 
@@ -504,7 +505,9 @@ class GroupCoordinator:
         if generation_id != g.generation_id:
             return E.IllegalGenerationError.errno
         self._schedule_session(g, g.members[member_id])
-        return E.RebalanceInProgressError.errno if g.state == PREPARING else NONE
+        if g.state == PREPARING and not self.broker.faults.on("group.no_rebalance_signal"):
+            return E.RebalanceInProgressError.errno
+        return NONE
 
     # -- LeaveGroup -------------------------------------------------------------------------------------------
 
@@ -562,7 +565,7 @@ class GroupCoordinator:
                 g.validate_member(member_id, instance_id)
             except GroupError as e:
                 return e.code, g
-            if generation_id != g.generation_id:
+            if generation_id != g.generation_id and not self.broker.faults.on("offsets.accept_stale_generation"):
                 return E.IllegalGenerationError.errno, g
         elif g.state != EMPTY:
             return E.UnknownMemberIdError.errno, g

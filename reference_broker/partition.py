@@ -68,6 +68,8 @@ class Partition:
         self.hw_waiters: list[tuple[int, asyncio.Future]] = []
         self.producers: dict[int, ProducerEntry] = {}
         self.deleted = False
+        self.wake_on_append = True          # False only under the fetch.no_wake_on_append fault switch
+        self.fault_latest_is_leo = False    # True only under the list_offsets.latest_is_leo fault switch
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -101,6 +103,11 @@ class Partition:
                 else:
                     still.append((offset, fut))
             self.hw_waiters = still
+
+    def _wake_hw_waiters_only(self) -> None:
+        watchers, self.watchers = self.watchers, set()
+        self._notify()
+        self.watchers = watchers
 
     def maybe_advance_hw(self) -> bool:
         """HW = min LEO over the ISR; never backwards (Partition.maybeIncrementLeaderHW)."""
@@ -170,7 +177,10 @@ class Partition:
                                   info.base_offset, info.last_offset))
         self.replica_leos[self.node_id] = self.log.log_end_offset
         self.maybe_advance_hw()
-        self._notify()
+        if self.wake_on_append:
+            self._notify()
+        else:
+            self._wake_hw_waiters_only()
         return ProduceResult(E.NoError.errno, info.base_offset)
 
     # -- read -------------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ class DelayedFetch:
     min_bytes: int
     isolation: FetchIsolation
     is_follower: bool
+    min_bytes_exclusive: bool = False     # test-only fault switch (faults.py)
     future: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     completed: bool = False
     reason: str = ""
@@ -75,7 +76,7 @@ class DelayedFetch:
                 accumulated += min(p.log.bytes_between(st.fetch_offset, end), st.partition_max_bytes)
             if self.is_follower and st.last_fetched_epoch >= 0 and p.diverging_epoch(st) is not None:
                 return self.force_complete("Case H: diverging epoch")
-        if accumulated >= self.min_bytes:
+        if accumulated > self.min_bytes or (accumulated == self.min_bytes and not self.min_bytes_exclusive):
             return self.force_complete(f"Case G: {accumulated} bytes >= min_bytes {self.min_bytes}")
         return False
 

@@ -46,7 +46,8 @@ def _isolation(req, replica_id: int) -> FetchIsolation:
     return FetchIsolation.TXN_COMMITTED if req.isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
 
 
-def read_all(statuses: list[FetchPartitionStatus], max_bytes: int, isolation: FetchIsolation):
+def read_all(statuses: list[FetchPartitionStatus], max_bytes: int, isolation: FetchIsolation,
+             oor_as_empty: bool = False):
     """ReplicaManager.readFromLocalLog: partitions in request order, shrinking byte budget, min-one until data."""
     limit = max_bytes
     min_one = True
@@ -59,6 +60,9 @@ def read_all(statuses: list[FetchPartitionStatus], max_bytes: int, isolation: Fe
             continue
         info = p.read(st.fetch_offset, min(st.partition_max_bytes, limit), isolation, min_one,
                       st.current_leader_epoch)
+        if info.error == E.OffsetOutOfRangeError.errno and oor_as_empty:
+            out.append((st, 0, b"", p.hw, p.hw, p.log.log_start_offset))
+            continue
         if info.error:
             out.append((st, info.error, b"", -1, -1, -1))
             continue
@@ -88,6 +92,8 @@ async def handle(ctx, req):
                              session_id=0, responses=[])
     replica_id = _replica_id(req, ctx.api_version)
     isolation = _isolation(req, replica_id)
+    if b.faults.on("fetch.read_past_hw") and isolation != FetchIsolation.LOG_END:
+        isolation = FetchIsolation.LOG_END
     statuses = []
     for t in req.topics:
         if ctx.api_version >= 13:
@@ -100,11 +106,15 @@ async def handle(ctx, req):
                                                  fp.fetch_offset, fp.partition_max_bytes, fp.current_leader_epoch,
                                                  fp.last_fetched_epoch, topic_id=tid))
     max_bytes = min(req.max_bytes, b.config["fetch.max.bytes"])
-    reads = read_all(statuses, max_bytes, isolation)
+    oor = b.faults.on("fetch.oor_as_empty")
+    reads = read_all(statuses, max_bytes, isolation, oor)
     readable = sum(len(r[2]) for r in reads)
     errored = any(r[1] for r in reads)
-    if req.max_wait_ms <= 0 or not statuses or readable >= req.min_bytes or errored:
+    faults = b.faults
+    enough = readable > req.min_bytes if faults.on("fetch.min_bytes_exclusive") else readable >= req.min_bytes
+    if req.max_wait_ms <= 0 or not statuses or enough or errored or faults.on("fetch.ignore_max_wait"):
         return _response(reads)
-    delayed = DelayedFetch(statuses, req.min_bytes, isolation, is_follower=replica_id >= 0)
+    delayed = DelayedFetch(statuses, req.min_bytes, isolation, is_follower=replica_id >= 0,
+                           min_bytes_exclusive=faults.on("fetch.min_bytes_exclusive"))
     await delayed.park(req.max_wait_ms / 1000)
-    return _response(read_all(statuses, max_bytes, isolation))
+    return _response(read_all(statuses, max_bytes, isolation, oor))

@@ -32,7 +32,7 @@ def epoch_at(p, offset: int) -> int:
 
 def lookup(p, ts: int, replica_id: int, isolation_level: int) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for one partition."""
-    end = p.log.log_end_offset if replica_id >= 0 else p.hw
+    end = p.log.log_end_offset if replica_id >= 0 or p.fault_latest_is_leo else p.hw
     if ts == EARLIEST:
         off = p.log.log_start_offset
         return off, -1, epoch_at(p, off)

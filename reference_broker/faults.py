@@ -1,0 +1,40 @@
+"""Test-only fault switches: named, deliberate departures from Kafka's rules.
+
+They exist to prove that conformance checks can fail: a suite run against ``--fault NAME`` must report the
+divergence its rule describes. Off by default; enabled only by ``python -m reference_broker serve --fault NAME``
+(repeatable). Each switch names the rule it breaks. Never used by anything but tests.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+FAULTS: dict[str, str] = {
+    "fetch.min_bytes_exclusive": "DelayedFetch Case G completes only at accumulated > min_bytes (Kafka: >=)",
+    "fetch.no_wake_on_append": "an append does not wake parked fetches; they answer only at max_wait",
+    "fetch.ignore_max_wait": "a fetch that would park is answered at once, empty",
+    "fetch.read_past_hw": "consumers read up to the log end offset instead of the high watermark",
+    "fetch.oor_as_empty": "fetch offsets beyond the log end answer empty instead of OFFSET_OUT_OF_RANGE",
+    "offsets.accept_stale_generation": "OffsetCommit ignores the generation (Kafka: ILLEGAL_GENERATION)",
+    "offsets.forget_on_restart": "committed offsets are not replayed when the broker restarts",
+    "group.no_rebalance_signal": "Heartbeat answers NONE in PreparingRebalance (Kafka: REBALANCE_IN_PROGRESS)",
+    "list_offsets.latest_is_leo": "ListOffsets LATEST answers the log end offset instead of the high watermark",
+}
+
+
+class FaultError(ValueError):
+    """An unknown fault name."""
+
+
+class Faults:
+    """The set of enabled fault switches; ``faults.on("fetch.no_wake_on_append")``."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        enabled = set(names)
+        unknown = enabled - FAULTS.keys()
+        if unknown:
+            raise FaultError(f"unknown fault(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(FAULTS))}")
+        self.enabled = frozenset(enabled)
+
+    def on(self, name: str) -> bool:
+        assert name in FAULTS, name
+        return name in self.enabled
