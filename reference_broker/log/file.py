@@ -8,14 +8,15 @@ On disk, one directory per partition:
 - ``.timeindex`` — Kafka's time index: 12-byte entries (max timestamp so far int64, relative offset int32).
 - ``leader-epoch-checkpoint``, ``log-start-offset-checkpoint``, ``recovery-point-offset-checkpoint`` — Kafka's
   checkpoint text format (version line, count line, entries), replaced atomically (write temp, fsync, rename).
+  Kafka keeps the last two per data dir with topic/partition columns; here each partition dir holds its own.
 
 Nothing of the log data is kept in memory: reads are ``os.pread`` on the segment files and index lookups are
 binary searches with ``os.pread`` over the index files (the page cache does the caching, as Kafka leans on it),
 so process RSS stays flat however large the log grows. Per segment only a few integers live in RAM.
 
 Durability (Kafka's flush rules): ``log.flush.interval.messages`` (1 = fsync every append) and
-``log.flush.interval.ms`` decide when the active segment is fsynced; a rolled segment is always fsynced, and
-``close`` flushes. The recovery point (offsets below it are on disk) is checkpointed at roll and close. On open,
+``log.flush.interval.ms`` decide when the active segment is fsynced (both checked on append, on the injected
+Clock; there is no background flusher); a rolled segment is always fsynced, and ``close`` flushes. The recovery point (offsets below it are on disk) is checkpointed at roll and close. On open,
 the last segment and every segment at or after the recovery point are re-read batch by batch with CRC32C; the
 first torn, partial or corrupt batch and everything after it are truncated, never served, and their indexes
 rebuilt. Other segments get a cheap index sanity check and a rebuild when it fails.
@@ -315,7 +316,10 @@ class FileLog(Log):
             p = self.dir / name
             stem, _, suffix = name.partition(".")
             if name.endswith((".tmp", ".deleted", ".cleaned", ".swap")):
-                p.unlink(missing_ok=True)       # an interrupted checkpoint write or delete (Kafka's suffixes)
+                try:
+                    p.unlink(missing_ok=True)   # an interrupted checkpoint write or delete (Kafka's suffixes)
+                except OSError as e:
+                    raise self._err(f"cannot remove stray {name}: {e.strerror}") from None
                 continue
             if suffix not in ("log", "index", "timeindex"):
                 continue                        # checkpoints, .lock, or files that are not ours
