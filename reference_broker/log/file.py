@@ -661,7 +661,10 @@ class FileLog(Log):
         if self._epochs.assign(h.leader_epoch, h.base_offset):
             self._persist_epochs()
 
-    def _maybe_flush(self) -> None:
+    def maybe_flush(self) -> None:
+        """Flush if ``log.flush.interval.messages`` or ``.ms`` is due. Appends call it; a broker timer may too,
+        so an idle partition's ``flush.ms`` still fires (Kafka's log flusher)."""
+        self._check_open()
         if (self._end - self._recovery_point >= self.config.flush_interval_messages
                 or self._now_ms() - self._last_flush_ms >= self.config.flush_interval_ms):
             self.flush()
@@ -678,7 +681,7 @@ class FileLog(Log):
             B.set_log_append_time(buf, 0, timestamp_ms)
         h = B.parse_header(buf)
         self._append_one(buf, h)
-        self._maybe_flush()
+        self.maybe_flush()
         return AppendInfo(h.base_offset, h.last_offset, h.max_timestamp, h.size)
 
     def append_replica(self, batches: bytes | bytearray | memoryview) -> AppendInfo | None:
@@ -693,7 +696,7 @@ class FileLog(Log):
             self._append_one(mv[pos:pos + h.size], h)
         if not todo:
             return None
-        self._maybe_flush()
+        self.maybe_flush()
         return AppendInfo(todo[0][1].base_offset, todo[-1][1].last_offset, todo[-1][1].max_timestamp,
                           sum(h.size for _, h in todo))
 

@@ -390,6 +390,12 @@ def test_flush_interval_ms_uses_the_injected_clock(d: Path) -> None:
     clock.advance(0.1)
     log.append(make_batch(1), 0)
     assert log.recovery_point == 3
+    log.append(make_batch(1), 0)
+    log.maybe_flush()                     # a timer on an idle partition: not due yet
+    assert log.recovery_point == 3
+    clock.advance(0.5)
+    log.maybe_flush()
+    assert log.recovery_point == 4
     log.close()
 
 
