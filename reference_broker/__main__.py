@@ -63,12 +63,15 @@ async def serve(args: argparse.Namespace) -> int:
         broker.close()
         return 2
     broker.host, broker.port = host, bound
+    flusher = asyncio.create_task(broker.flush_scheduler()) if broker.data_dir is not None else None
     print(f"READY {host}:{bound}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    if flusher is not None:
+        flusher.cancel()
     await server.stop()
     broker.close()
     return 0

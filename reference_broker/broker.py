@@ -5,6 +5,7 @@ Handlers in apis/ stay thin and call into this object. Topic metadata is persist
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -240,6 +241,18 @@ class Broker:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.data_dir / "topics.json")
+
+    async def flush_scheduler(self) -> None:
+        """Kafka's log flusher: every log.flush.scheduler.interval.ms, flush logs whose flush.ms is due, so an idle
+        partition's data becomes durable on time, not only at its next append."""
+        interval = self.config["log.flush.scheduler.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for t in list(self.topics.values()):
+                for p in t.partitions:
+                    maybe_flush = getattr(p.log, "maybe_flush", None)
+                    if maybe_flush is not None and not p.deleted:
+                        maybe_flush()
 
     def close(self) -> None:
         for t in self.topics.values():

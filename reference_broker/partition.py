@@ -20,6 +20,7 @@ from kafka import errors as E
 
 from .log import batch as B
 from .log.base import Log, ReadResult
+from .log.file import RecordBatchTooLarge
 from .purgatory import FetchIsolation
 
 if TYPE_CHECKING:
@@ -169,7 +170,10 @@ class Partition:
                     if first_seq != expected:
                         return ProduceResult(E.OutOfOrderSequenceNumberError.errno,
                                              error_message=f"expected sequence {expected}, got {first_seq}")
-        info = self.log.append(data, self.leader_epoch)
+        try:
+            info = self.log.append(data, self.leader_epoch)
+        except RecordBatchTooLarge as e:     # larger than a whole segment can hold
+            return ProduceResult(E.RecordListTooLargeError.errno, error_message=str(e))
         if pid >= 0:
             if entry is None:
                 entry = self.producers[pid] = ProducerEntry(header.producer_epoch)

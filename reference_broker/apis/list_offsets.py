@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from kafka import errors as E
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.record.memory_records import MemoryRecords
 
+from ..log.base import TimestampOffset
 from ..registry import handles
 
 API_KEY = 2
@@ -30,6 +32,21 @@ def epoch_at(p, offset: int) -> int:
     return epoch
 
 
+def _exact_max_timestamp(p):
+    """KIP-734 (Kafka 3.8+): the offset of the record with the largest timestamp, not its batch's last offset."""
+    found = p.log.max_timestamp()
+    if found is None:
+        return None
+    res = p.log.read(found.offset, 1, found.offset + 1, True)
+    records = MemoryRecords(res.data)
+    best = None
+    while (b := records.next_batch()) is not None:
+        for r in b:
+            if best is None or r.timestamp > best.timestamp:
+                best = TimestampOffset(r.offset, r.timestamp)
+    return best or found
+
+
 def lookup(p, ts: int, replica_id: int, isolation_level: int) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for one partition."""
     end = p.log.log_end_offset if replica_id >= 0 or p.fault_latest_is_leo else p.hw
@@ -39,7 +56,7 @@ def lookup(p, ts: int, replica_id: int, isolation_level: int) -> tuple[int, int,
     if ts == LATEST:
         return end, -1, p.leader_epoch
     if ts == MAX_TIMESTAMP:
-        found = p.log.max_timestamp()
+        found = _exact_max_timestamp(p)
     elif ts >= 0:
         found = p.log.offset_for_timestamp(ts)
     else:
