@@ -7,7 +7,8 @@ search: when it runs out the verdict is ``unknown`` instead of hanging.
 
 For an illegal part the counterexample is the smallest failing *prefix window*: the fewest completions k such
 that the operations completed by then (plus those still pending, with reads dropped and writes left open) are
-already not linearizable; the window is the k-th completed operation and everything concurrent with it.
+already not linearizable; the window is the k-th completed operation, everything concurrent with it, and the three operations that completed
+just before it began (the realtime order it contradicts).
 """
 
 from __future__ import annotations
@@ -190,7 +191,9 @@ def _counterexample(model: Model, ops: Sequence[Operation], deadline: float) -> 
             lo = mid + 1
     failing = ops[by_ret[hi - 1]]
     window = [op for op in ops if op.call <= failing.ret and op.ret >= failing.call]
-    window.sort(key=lambda o: (o.call, o.ret))
+    # plus the few operations that completed just before it began: the realtime order it contradicts
+    before = sorted((op for op in ops if op.ret < failing.call), key=lambda o: o.ret)[-3:]
+    window = sorted(set(window) | set(before), key=lambda o: (o.call, o.ret))
     return {
         "prefix_completions": hi,
         "minimal": exact,

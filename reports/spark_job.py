@@ -27,8 +27,11 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __package__ in (None, ""):  # run as a script by spark-submit: import from the project root, and do not let
+    # this directory's modules (reports/html.py) shadow the standard library's.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+    sys.path.insert(0, os.path.dirname(_here))
 
 from history.io import CorruptLineWarning, read_bytes  # noqa: E402
 from history.schema import HistoryError  # noqa: E402
@@ -177,7 +180,7 @@ def build_session(master: str | None = None, app_name: str = "kafka-history-chec
     b = SparkSession.builder.appName(app_name)
     if master:
         b = b.master(master)
-    elif not os.environ.get("SPARK_MASTER") and "spark.master" not in _submit_conf():
+    elif not _launched_by_spark_submit():
         b = b.master("local[*]")
     conf = {
         "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
@@ -199,10 +202,9 @@ def build_session(master: str | None = None, app_name: str = "kafka-history-chec
     return spark
 
 
-def _submit_conf() -> dict:
-    """spark-submit passes --master etc. through PYSPARK_SUBMIT_ARGS / spark-defaults; read what we can."""
-    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
-    return {"spark.master": True} if "--master" in args else {}
+def _launched_by_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands this process its gateway; its --master then applies."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
 
 
 _ZIP: str | None = None
@@ -293,7 +295,7 @@ def run_job(
             files = reader.load(histories).select("path", "content")
         except AnalysisException as e:
             raise HistoryError(f"no history files at {histories}: {e.getMessage() if hasattr(e, 'getMessage') else e}") from None
-        n_files = files.count()
+        n_files = files.select("path").count()
         if n_files == 0:
             raise HistoryError(f"no history files (.jsonl, .jsonl.gz, .parquet) at {histories}")
         prog.say(f"{n_files} history files")

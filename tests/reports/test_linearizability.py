@@ -32,7 +32,7 @@ def test_log_stale_offset_after_completed_append_is_illegal_with_window():
     cex = r.parts[0].counterexample
     assert cex["prefix_completions"] == 2 and cex["minimal"]
     assert cex["failing"]["op"] == "append t/0 'b' -> offset 0"
-    assert [w["op"] for w in cex["window"]] == ["append t/0 'b' -> offset 0"]
+    assert [w["op"] for w in cex["window"]] == ["append t/0 'a' -> offset 1", "append t/0 'b' -> offset 0"]
 
 
 def test_log_read_of_value_before_its_append_was_invoked_is_illegal():
