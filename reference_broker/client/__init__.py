@@ -6,13 +6,16 @@ Layers (each usable alone):
 - ``cluster.Cluster`` — bootstrap, Metadata, leader per partition, one negotiated connection per broker.
 - ``producer.Producer`` — Java-compatible murmur2 partitioner, linger/size batching, acks, retries, idempotence.
 - ``consumer.Consumer`` — assign/seek/position/poll with full control of the Fetch knobs.
+- ``group.GroupConsumer`` — subscribe/poll/commit in a classic consumer group (assignors in ``assignors``).
 - ``admin.Admin`` — create/delete topics, list offsets, delete records, describe.
 Errors are ``kafka.errors`` classes (code -> class, ``retriable``, ``invalid_metadata``).
 """
 
 from .admin import EARLIEST, LATEST, MAX_TIMESTAMP, Admin, NewTopic
+from .assignors import RangeAssignor, RoundRobinAssignor
 from .cluster import Cluster
 from .consumer import Consumer
+from .group import GroupConsumer
 from .producer import Producer, murmur2, partition_for_key
 from .protocol import (
     Connection,
@@ -42,13 +45,16 @@ __all__ = [
     "Connection",
     "ConnectionClosedError",
     "Consumer",
+    "GroupConsumer",
     "ConsumerRecord",
     "NewTopic",
     "OffsetAndTimestamp",
     "PartitionMetadata",
     "Producer",
+    "RangeAssignor",
     "RawFrame",
     "RecordMetadata",
+    "RoundRobinAssignor",
     "Response",
     "TopicMetadata",
     "TopicPartition",

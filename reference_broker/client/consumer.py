@@ -183,13 +183,26 @@ class Consumer:
         assert pos is not None
         return pos
 
+    def consumed_positions(self) -> dict[TopicPartition, int]:
+        """Next offset poll would hand out, per assigned partition that has a position (what a group commits)."""
+        out: dict[TopicPartition, int] = {}
+        for tp, pos in self._positions.items():
+            buffered = self._buffer.get(tp)
+            if buffered:
+                out[tp] = buffered[0].offset
+            elif pos is not None:
+                out[tp] = pos
+        return out
+
     async def _reset_missing(self) -> None:
         missing = [tp for tp, pos in self._positions.items() if pos is None]
         if not missing:
             return
         spec = _RESETS[self.auto_offset_reset]
         if spec is None:
-            raise Errors.NoOffsetForPartitionError(f"no position and auto_offset_reset=none: {sorted(missing)}")
+            err = Errors.NoOffsetForPartitionError(f"no position and auto_offset_reset=none: {sorted(missing)}")
+            err.partitions = set(missing)  # type: ignore[attr-defined]
+            raise err
         offsets = await list_offsets(self.cluster, {tp: spec for tp in missing}, self.isolation_level)
         for tp, o in offsets.items():
             self._positions[tp] = o.offset
