@@ -1,0 +1,534 @@
+"""``Wire``: the suites' protocol-level client — exact requests, exact error codes, exact timings, all recorded.
+
+Why not a normal client: a conformance check must send precisely the request its rule talks about (a Fetch with
+this max_wait_ms and that partition_max_bytes) and see precisely what came back (error code, high watermark,
+batch boundaries, round-trip time). ``Wire`` wraps one ``reference_broker.client.protocol.Connection`` and adds:
+
+- request builders with every knob exposed and versions pinned (``VERSIONS``; lowered to the broker's maximum);
+- a summary of each exchange in the check's :class:`~conformance.evidence.Evidence`;
+- history recording (``send``/``fetch``/``list_offsets``/``delete_records``/``commit``/``fetch_offsets``);
+- broker misbehaviour as :class:`TargetDiverged` (an ``AssertionError``): a closed connection or no answer is
+  the target breaking the protocol, so the results call it a *divergence*, not a harness error.
+
+Single-broker targets answer everything on the bootstrap broker. For clusters, ``Wire.leader(topic, partition)``
+and ``Wire.coordinator(group)`` open a ``Wire`` to the right broker (same evidence and history).
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsRequest, DeleteRecordsRequest
+from kafka.protocol.consumer import (
+    FetchRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListOffsetsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from history.schema import key_of
+from reference_broker.client.protocol import Connection, ConnectionClosedError, Response
+
+from .evidence import Evidence
+from .recording import Op, SessionHistory, decode_value, encode_value
+
+# Pinned versions: what the checks were written against (all within Kafka 3.x/4.x, Tansu and the reference).
+VERSIONS: dict[str, int] = {
+    "Produce": 9, "Fetch": 12, "ListOffsets": 7, "Metadata": 9, "OffsetCommit": 8, "OffsetFetch": 7,
+    "FindCoordinator": 3, "JoinGroup": 7, "Heartbeat": 4, "LeaveGroup": 4, "SyncGroup": 5, "CreateTopics": 7,
+    "DeleteRecords": 2,
+}
+API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
+            "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
+            "CreateTopics": 19, "DeleteRecords": 21}
+EARLIEST, LATEST = -2, -1
+NONE = 0
+DEFAULT_TIMEOUT_S = 30.0
+_topic_seq = itertools.count()
+
+
+class TargetDiverged(AssertionError):
+    """The target broke the protocol itself (closed the connection, never answered): a divergence."""
+
+
+def unique_name(prefix: str = "kct") -> str:
+    """A topic/group name no other check (or earlier run against a live cluster) uses."""
+    return f"{prefix}-{secrets.token_hex(3)}-{next(_topic_seq)}"
+
+
+def record_batch(payloads: Sequence[bytes | None], *, key: bytes | None = None,
+                 timestamp_ms: int = 1_700_000_000_000) -> bytes:
+    """One record batch v2 (magic 2, uncompressed) built by kafka.record; record i has timestamp base+i."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i, v in enumerate(payloads):
+        b.append(i, timestamp=timestamp_ms + i, key=key, value=v, headers=[])
+    return bytes(b.build())
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A record batch as it came back: offsets, size on the wire, and its records' (offset, payload)."""
+
+    base_offset: int
+    last_offset: int
+    size: int
+    records: list[tuple[int, bytes | None]]
+
+
+@dataclass
+class PartitionFetch:
+    """One partition of a Fetch answer."""
+
+    topic: str
+    partition: int
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int
+    records_bytes: int
+    batches: list[Batch] = field(default_factory=list)
+
+    @property
+    def offsets(self) -> list[int]:
+        return [o for b in self.batches for o, _ in b.records]
+
+
+@dataclass
+class FetchResult:
+    """A Fetch answer: top-level error, per-partition results in answer order, and the round trip."""
+
+    error_code: int
+    rtt_ms: float
+    partitions: list[PartitionFetch]
+
+    def part(self, topic: str, partition: int = 0) -> PartitionFetch:
+        for p in self.partitions:
+            if p.topic == topic and p.partition == partition:
+                return p
+        raise TargetDiverged(f"Fetch answer has no entry for {topic}/{partition}: "
+                             f"{[(p.topic, p.partition) for p in self.partitions]}")
+
+    @property
+    def records_bytes(self) -> int:
+        return sum(p.records_bytes for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    error_code: int
+    base_offset: int
+    rtt_ms: float
+    values: list[int]
+
+
+def decode_batches(data: bytes | None) -> list[Batch]:
+    """Split a records field into batches (the last, partial batch a broker may cut is dropped, as clients do)."""
+    out: list[Batch] = []
+    if not data:
+        return out
+    pos = 0
+    data = bytes(data)
+    while pos + 12 <= len(data):
+        size = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True) + 12
+        if pos + size > len(data):
+            break
+        chunk = data[pos:pos + size]
+        recs = []
+        last = None
+        for batch in MemoryRecords(chunk):
+            last = batch.base_offset + batch.last_offset_delta if batch.magic >= 2 else None
+            for r in batch:
+                recs.append((r.offset, r.value))
+            base = batch.base_offset
+        out.append(Batch(base, last if last is not None else (recs[-1][0] if recs else base), size, recs))
+        pos += size
+    return out
+
+
+def _summary_fetch(res: FetchResult) -> dict[str, Any]:
+    return {"error_code": res.error_code, "partitions": [
+        {"tp": key_of(p.topic, p.partition), "error_code": p.error_code, "high_watermark": p.high_watermark,
+         "log_start_offset": p.log_start_offset, "records_bytes": p.records_bytes,
+         "batches": [[b.base_offset, b.last_offset, b.size] for b in p.batches]} for p in res.partitions]}
+
+
+class Wire:
+    """One connection to one broker of the target, with evidence and history attached. Use ``async with``."""
+
+    def __init__(self, conn: Connection, evidence: Evidence | None, history: SessionHistory | None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.conn = conn
+        self.evidence = evidence
+        self.history = history
+        self.process = history.process() if history is not None else 0
+        self.timeout_s = timeout_s
+        self.versions: dict[str, int] = {}
+        self._others: list[Wire] = []
+
+    @classmethod
+    async def connect(cls, bootstrap: str, *, evidence: Evidence | None = None,
+                      history: SessionHistory | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Wire:
+        """Connect to the first bootstrap broker and negotiate versions (ApiVersions)."""
+        host, _, port = bootstrap.split(",")[0].rpartition(":")
+        try:
+            conn = await Connection.connect(host, int(port), client_id="kct-conformance")
+            await conn.api_versions()
+        except (OSError, ConnectionClosedError, TimeoutError) as exc:
+            raise TargetDiverged(f"cannot talk to {bootstrap}: {exc!r}") from exc
+        w = cls(conn, evidence, history, timeout_s)
+        for name, pinned in VERSIONS.items():
+            rng = conn.broker_versions.get(API_KEYS[name])
+            if rng is not None and rng[0] <= min(pinned, rng[1]):
+                w.versions[name] = min(pinned, rng[1])
+        return w
+
+    async def __aenter__(self) -> Wire:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for o in self._others:
+            await o.close()
+        await self.conn.close()
+
+    async def sibling(self, host: str, port: int) -> Wire:
+        """Another Wire (same evidence/history) to ``host:port``, closed with this one."""
+        if (host, port) == (self.conn.host, self.conn.port):
+            return self
+        w = await Wire.connect(f"{host}:{port}", evidence=self.evidence, history=self.history,
+                               timeout_s=self.timeout_s)
+        self._others.append(w)
+        return w
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+    def version(self, api: str) -> int:
+        v = self.versions.get(api)
+        if v is None:
+            raise TargetDiverged(f"target does not advertise {api} (api key {API_KEYS[api]}) in ApiVersions "
+                                 f"at any version we speak (pinned v{VERSIONS[api]})")
+        return v
+
+    def submit(self, api: str, request: Any, *, timeout_s: float | None = None,
+               label: str | None = None, summary: Any = None) -> Awaitable[Response]:
+        """Send now (pipelining), await later; the exchange is added to the evidence when it completes."""
+        version = self.version(api)
+        try:
+            fut = self.conn.submit(request, version)
+        except ConnectionClosedError as exc:
+            raise TargetDiverged(f"connection already closed by the broker before {api} v{version}") from exc
+        limit = self.timeout_s if timeout_s is None else timeout_s
+
+        async def wait() -> Response:
+            try:
+                r = await asyncio.wait_for(fut, limit)
+            except ConnectionClosedError as exc:
+                self._note(api, version, summary if summary is not None else request, f"connection closed: {exc}",
+                           None, label)
+                raise TargetDiverged(f"broker closed the connection instead of answering {api} v{version}") from exc
+            except TimeoutError as exc:
+                self._note(api, version, summary if summary is not None else request,
+                           f"no answer within {limit:.1f}s", None, label)
+                raise TargetDiverged(f"broker did not answer {api} v{version} within {limit:.1f}s") from exc
+            return r
+
+        return wait()
+
+    async def request(self, api: str, request: Any, *, timeout_s: float | None = None, label: str | None = None,
+                      summary: Any = None, record: bool = True) -> Response:
+        """Send one request and await the answer; records the exchange in the evidence unless ``record`` is False."""
+        r = await self.submit(api, request, timeout_s=timeout_s, label=label, summary=summary)
+        if record:
+            self._note(api, r.api_version, summary if summary is not None else request, r.body, r.rtt_ns / 1e6,
+                       label)
+        return r
+
+    def _note(self, api: str, version: int, req: Any, resp: Any, rtt_ms: float | None, label: str | None) -> None:
+        if self.evidence is not None:
+            self.evidence.exchange(api, version, req, resp, rtt_ms, label=label)
+
+    def op(self, f: str, value: Any) -> Op:
+        return Op(self.history, self.process, f, value)
+
+    def new_value(self) -> int:
+        return self.history.unique_value() if self.history is not None else next(_topic_seq) + 1_000_000
+
+    # -- topics and metadata ------------------------------------------------------------------------------
+    async def create_topic(self, name: str | None = None, partitions: int = 1, replication_factor: int = 1,
+                           configs: dict[str, str] | None = None) -> str:
+        """Create a topic (unique name by default) and wait until Metadata shows a leader for every partition."""
+        name = name or unique_name()
+        T = CreateTopicsRequest.CreatableTopic
+        C = T.CreatableTopicConfig
+        req = CreateTopicsRequest(topics=[T(name=name, num_partitions=partitions,
+                                            replication_factor=replication_factor, assignments=[],
+                                            configs=[C(name=k, value=v) for k, v in (configs or {}).items()])],
+                                  timeout_ms=10000, validate_only=False)
+        r = await self.request("CreateTopics", req)
+        code = r.body.topics[0].error_code
+        if code not in (0, 36):  # 36 TOPIC_ALREADY_EXISTS: fine for a name we chose to reuse
+            raise TargetDiverged(f"CreateTopics {name} failed with error {code}: {r.body.topics[0].error_message}")
+        for _ in range(100):
+            md = await self.metadata([name], record=False)
+            t = md.get(name)
+            if t and t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
+                    p["leader"] >= 0 for p in t["partitions"].values()):
+                return name
+            await asyncio.sleep(0.05)
+        raise TargetDiverged(f"topic {name} created but Metadata never showed {partitions} partitions with leaders")
+
+    async def metadata(self, topics: Iterable[str] | None = None, *, record: bool = True) -> dict[str, Any]:
+        """{topic: {error_code, partitions: {index: {leader, replicas, isr}}}} plus ``"_brokers"``."""
+        T = MetadataRequest.MetadataRequestTopic
+        req = MetadataRequest(topics=None if topics is None else [T(name=t, topic_id=None) for t in topics],
+                              allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                              include_topic_authorized_operations=False)
+        r = await self.request("Metadata", req, record=record)
+        out: dict[str, Any] = {"_brokers": {b.node_id: (b.host, b.port) for b in r.body.brokers}}
+        for t in r.body.topics:
+            out[t.name] = {"error_code": t.error_code, "partitions": {
+                p.partition_index: {"leader": p.leader_id, "replicas": list(p.replica_nodes),
+                                    "isr": list(p.isr_nodes)} for p in t.partitions}}
+        return out
+
+    async def leader(self, topic: str, partition: int = 0) -> Wire:
+        """A Wire to the partition's leader (this one on single-broker targets)."""
+        md = await self.metadata([topic], record=False)
+        node = md[topic]["partitions"][partition]["leader"]
+        host, port = md["_brokers"][node]
+        return await self.sibling(host, port)
+
+    async def coordinator(self, group: str) -> Wire:
+        """A Wire to the group's coordinator (FindCoordinator v3)."""
+        r = await self.request("FindCoordinator", FindCoordinatorRequest(key=group, key_type=0))
+        if r.body.error_code:
+            raise TargetDiverged(f"FindCoordinator({group}) error {r.body.error_code}")
+        return await self.sibling(r.body.host, r.body.port)
+
+    # -- produce ---------------------------------------------------------------------------------------------
+    def produce_request(self, topic: str, partition: int, batch: bytes, acks: int = -1,
+                        timeout_ms: int = 10000) -> ProduceRequest:
+        T = ProduceRequest.TopicProduceData
+        return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
+            T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=batch)])])
+
+    async def produce(self, topic: str, partition: int = 0, *, count: int = 1, size: int = 0,
+                      payloads: Sequence[bytes] | None = None, acks: int = -1, check: bool = True,
+                      timestamp_ms: int = 1_700_000_000_000) -> ProduceResult:
+        """Append ONE batch of ``count`` records, each ``size`` bytes of payload (unique values, recorded).
+
+        ``payloads`` overrides the generated ones (then history values are the decoded payloads). With ``check``
+        a non-zero error code is a divergence.
+        """
+        if payloads is None:
+            values = [self.new_value() for _ in range(count)]
+            payloads = [encode_value(v, size) for v in values]
+        else:
+            values = [decode_value(p) for p in payloads]  # type: ignore[misc]
+        batch = record_batch(payloads, timestamp_ms=timestamp_ms)
+        recs = [{"topic": topic, "partition": partition, "key": None, "value": v} for v in values]
+        summary = {"topic": topic, "partition": partition, "acks": acks, "records": len(payloads),
+                   "batch_bytes": len(batch)}
+        with self.op("send", {"records": recs}) as op:
+            r = await self.request("Produce", self.produce_request(topic, partition, batch, acks), summary=summary)
+            if acks == 0:  # no answer: the outcome stays unknown (info) in the history
+                return ProduceResult(0, -1, r.rtt_ns / 1e6, values)  # type: ignore[arg-type]
+            pr = r.body.responses[0].partition_responses[0]
+            if pr.error_code == 0:
+                op.ok({"records": [dict(x, offset=pr.base_offset + i) for i, x in enumerate(recs)]})
+            else:
+                op.fail({"records": recs, "error_code": pr.error_code})
+        if check and pr.error_code:
+            raise TargetDiverged(f"Produce to {topic}/{partition} failed with error {pr.error_code}")
+        return ProduceResult(pr.error_code, pr.base_offset, r.rtt_ns / 1e6, values)  # type: ignore[arg-type]
+
+    # -- fetch -----------------------------------------------------------------------------------------------
+    def fetch_request(self, parts: Sequence[tuple[str, int, int]], *, max_wait_ms: int, min_bytes: int,
+                      max_bytes: int = 50 << 20, partition_max_bytes: int | Sequence[int] = 1 << 20,
+                      isolation_level: int = 0, replica_id: int = -1) -> FetchRequest:
+        """A sessionless Fetch for ``[(topic, partition, offset)]`` (order kept, per-partition max bytes)."""
+        T = FetchRequest.FetchTopic
+        pmb = list(partition_max_bytes) if isinstance(partition_max_bytes, Sequence) else (
+            [partition_max_bytes] * len(parts))
+        topics: list[Any] = []
+        for (topic, p, off), cap in zip(parts, pmb, strict=True):
+            fp = T.FetchPartition(partition=p, fetch_offset=off, partition_max_bytes=cap, current_leader_epoch=-1,
+                                  last_fetched_epoch=-1, log_start_offset=-1)
+            if topics and topics[-1][0] == topic:
+                topics[-1][1].append(fp)
+            else:
+                topics.append((topic, [fp]))
+        return FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                            max_bytes=max_bytes, isolation_level=isolation_level, session_id=0, session_epoch=-1,
+                            topics=[T(topic=t, partitions=ps) for t, ps in topics], forgotten_topics_data=[],
+                            rack_id="")
+
+    def submit_fetch(self, parts: Sequence[tuple[str, int, int]], *, max_wait_ms: int, min_bytes: int,
+                     label: str | None = None, timeout_s: float | None = None, **kw: Any) -> Awaitable[FetchResult]:
+        """Send a Fetch now and return an awaitable FetchResult (to produce while it is parked)."""
+        req = self.fetch_request(parts, max_wait_ms=max_wait_ms, min_bytes=min_bytes, **kw)
+        summary = {"partitions": {key_of(t, p): o for t, p, o in parts}, "max_wait_ms": max_wait_ms,
+                   "min_bytes": min_bytes, **{k: v for k, v in kw.items()}}
+        limit = timeout_s if timeout_s is not None else max(self.timeout_s, max_wait_ms / 1000 + 10)
+        op = self.op("fetch", {"partitions": summary["partitions"], "max_wait_ms": max_wait_ms,
+                               "min_bytes": min_bytes})
+        op.__enter__()
+        try:
+            pending = self.submit("Fetch", req, timeout_s=limit, label=label, summary=summary)
+        except BaseException as exc:
+            op.__exit__(type(exc), exc, None)
+            raise
+
+        async def done() -> FetchResult:
+            try:
+                r = await pending
+            except BaseException as exc:
+                op.__exit__(type(exc), exc, None)
+                raise
+            res = self._fetch_result(r)
+            self._note("Fetch", r.api_version, summary, _summary_fetch(res), res.rtt_ms, label)
+            op.ok({"records": [{"topic": p.topic, "partition": p.partition, "offset": o,
+                                "value": decode_value(v)} for p in res.partitions for b in p.batches
+                               for o, v in b.records],
+                   "errors": {key_of(p.topic, p.partition): p.error_code for p in res.partitions if p.error_code}})
+            return res
+
+        return done()
+
+    async def fetch(self, parts: Sequence[tuple[str, int, int]], *, max_wait_ms: int, min_bytes: int,
+                    label: str | None = None, **kw: Any) -> FetchResult:
+        """Send a Fetch and await it; see :meth:`fetch_request` for the knobs."""
+        return await self.submit_fetch(parts, max_wait_ms=max_wait_ms, min_bytes=min_bytes, label=label, **kw)
+
+    @staticmethod
+    def _fetch_result(r: Response) -> FetchResult:
+        parts = []
+        for t in r.body.responses:
+            for p in t.partitions:
+                raw = bytes(p.records) if p.records else b""
+                parts.append(PartitionFetch(t.topic, p.partition_index, p.error_code, p.high_watermark,
+                                            p.log_start_offset, p.last_stable_offset, len(raw),
+                                            decode_batches(raw)))
+        return FetchResult(r.body.error_code, r.rtt_ns / 1e6, parts)
+
+    # -- offsets ---------------------------------------------------------------------------------------------
+    async def list_offsets(self, topic: str, partition: int = 0, timestamp: int = LATEST,
+                           isolation_level: int = 0) -> tuple[int, int, int]:
+        """ListOffsets v7 for one partition → (error_code, offset, timestamp)."""
+        T = ListOffsetsRequest.ListOffsetsTopic
+        req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[T(name=topic, partitions=[
+            T.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
+        with self.op("list_offsets", {"topic": topic, "partition": partition, "timestamp": timestamp}) as op:
+            r = await self.request("ListOffsets", req)
+            p = r.body.topics[0].partitions[0]
+            v = {"topic": topic, "partition": partition, "timestamp": timestamp}
+            (op.ok if p.error_code == 0 else op.fail)(dict(v, offset=p.offset, error_code=p.error_code))
+        return p.error_code, p.offset, p.timestamp
+
+    async def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
+        """DeleteRecords v2 → (error_code, low_watermark)."""
+        T = DeleteRecordsRequest.DeleteRecordsTopic
+        req = DeleteRecordsRequest(topics=[T(name=topic, partitions=[
+            T.DeleteRecordsPartition(partition_index=partition, offset=offset)])], timeout_ms=10000)
+        v = {"topic": topic, "partition": partition, "offset": offset}
+        with self.op("delete_records", v) as op:
+            r = await self.request("DeleteRecords", req)
+            p = r.body.topics[0].partitions[0]
+            (op.ok if p.error_code == 0 else op.fail)(dict(v, low_watermark=p.low_watermark,
+                                                           error_code=p.error_code))
+        return p.error_code, p.low_watermark
+
+    async def offset_commit(self, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]], *,
+                            generation: int = -1, member_id: str = "",
+                            instance_id: str | None = None) -> dict[tuple[str, int], int]:
+        """OffsetCommit v8 → {(topic, partition): error_code}. ``offsets`` maps tp → (offset, metadata)."""
+        T = OffsetCommitRequest.OffsetCommitRequestTopic
+        by_topic: dict[str, list] = {}
+        for (t, p), (o, meta) in offsets.items():
+            by_topic.setdefault(t, []).append(T.OffsetCommitRequestPartition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata=meta))
+        req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
+                                  group_instance_id=instance_id,
+                                  topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+        v = {"group": group, "offsets": {key_of(t, p): o for (t, p), (o, _) in offsets.items()}}
+        with self.op("commit", v) as op:
+            r = await self.request("OffsetCommit", req)
+            codes = {(t.name, p.partition_index): p.error_code for t in r.body.topics for p in t.partitions}
+            (op.ok if not any(codes.values()) else op.fail)(
+                dict(v, errors={key_of(*k): c for k, c in codes.items() if c}))
+        return codes
+
+    async def offset_fetch(self, group: str, partitions: Sequence[tuple[str, int]]
+                           ) -> dict[tuple[str, int], tuple[int, str | None, int]]:
+        """OffsetFetch v7 → {(topic, partition): (committed offset or -1, metadata, error_code)}."""
+        T = OffsetFetchRequest.OffsetFetchRequestTopic
+        by: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by.setdefault(t, []).append(p)
+        req = OffsetFetchRequest(group_id=group, topics=[T(name=t, partition_indexes=ps) for t, ps in by.items()],
+                                 require_stable=False)
+        with self.op("fetch_offsets", {"group": group, "partitions": [key_of(t, p) for t, p in partitions]}) as op:
+            r = await self.request("OffsetFetch", req)
+            out = {(t.name, p.partition_index): (p.committed_offset, p.metadata, p.error_code)
+                   for t in r.body.topics for p in t.partitions}
+            if r.body.error_code:
+                op.fail({"group": group, "error_code": r.body.error_code})
+            else:
+                op.ok({"group": group, "offsets": {key_of(*k): (o if o >= 0 else None)
+                                                   for k, (o, _m, _e) in out.items()}})
+        if r.body.error_code:
+            return {tp: (-1, None, r.body.error_code) for tp in partitions}
+        return out
+
+    # -- groups ----------------------------------------------------------------------------------------------
+    async def join_group(self, group: str, member_id: str = "", *, instance_id: str | None = None,
+                         session_timeout_ms: int = 10000, rebalance_timeout_ms: int = 10000,
+                         protocol: str = "range", metadata: bytes = b"\x00\x01kct", timeout_s: float = 60.0) -> Any:
+        """JoinGroup v7 (one try; MEMBER_ID_REQUIRED comes back as is). Returns the response body."""
+        P = JoinGroupRequest.JoinGroupRequestProtocol
+        req = JoinGroupRequest(group_id=group, session_timeout_ms=session_timeout_ms,
+                               rebalance_timeout_ms=rebalance_timeout_ms, member_id=member_id,
+                               group_instance_id=instance_id, protocol_type="consumer",
+                               protocols=[P(name=protocol, metadata=metadata)], reason=None)
+        return (await self.request("JoinGroup", req, timeout_s=timeout_s)).body
+
+    async def join_new_member(self, group: str, **kw: Any) -> Any:
+        """Join as a new dynamic member, answering MEMBER_ID_REQUIRED (KIP-394) with the given id."""
+        body = await self.join_group(group, **kw)
+        if body.error_code == 79:
+            body = await self.join_group(group, member_id=body.member_id, **kw)
+        return body
+
+    async def sync_group(self, group: str, generation: int, member_id: str,
+                         assignments: dict[str, bytes] | None = None, *, instance_id: str | None = None,
+                         protocol: str = "range", timeout_s: float = 60.0) -> Any:
+        A = SyncGroupRequest.SyncGroupRequestAssignment
+        req = SyncGroupRequest(group_id=group, generation_id=generation, member_id=member_id,
+                               group_instance_id=instance_id, protocol_type="consumer", protocol_name=protocol,
+                               assignments=[A(member_id=m, assignment=a) for m, a in (assignments or {}).items()])
+        return (await self.request("SyncGroup", req, timeout_s=timeout_s)).body
+
+    async def heartbeat(self, group: str, generation: int, member_id: str, instance_id: str | None = None) -> int:
+        req = HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id,
+                               group_instance_id=instance_id)
+        return (await self.request("Heartbeat", req)).body.error_code
+
+    async def leave_group(self, group: str, members: Sequence[tuple[str, str | None]]) -> Any:
+        M = LeaveGroupRequest.MemberIdentity
+        req = LeaveGroupRequest(group_id=group, members=[M(member_id=m, group_instance_id=i, reason=None)
+                                                         for m, i in members])
+        return (await self.request("LeaveGroup", req)).body
