@@ -210,8 +210,9 @@ class GroupCoordinator:
 
     # -- membership changes -----------------------------------------------------------------------------------
 
-    def _new_member_id(self, client_id: str) -> str:
-        return f"{client_id}-{uuid.UUID(int=self.broker.rng.getrandbits(128))}"
+    def _new_member_id(self, client_id: str, instance_id: str | None = None) -> str:
+        """ClassicGroup.generateMemberId: the instance id (static) or client id, then a UUID."""
+        return f"{instance_id or client_id}-{uuid.UUID(int=self.broker.rng.getrandbits(128))}"
 
     def _add_member(self, g: ClassicGroup, m: Member) -> None:
         if not g.members:
@@ -289,6 +290,12 @@ class GroupCoordinator:
             g.join_timer.cancel()
             g.join_timer = None
         g.in_initial_delay = False
+        if g.members and not any(m.awaiting_join for m in g.members.values()) and all(
+                m.group_instance_id is not None for m in g.members.values()):
+            # maybeElectNewJoinedLeader fails: only static members, none rejoined. Wait another rebalance timeout
+            # for them (or for their sessions to expire) instead of moving to a generation nobody joined.
+            g.join_timer = self._later(g.rebalance_timeout_ms(), self._complete_join, g)
+            return
         for m in list(g.members.values()):
             if not m.awaiting_join and m.group_instance_id is None:
                 self._remove_member_quietly(g, m)
@@ -355,7 +362,7 @@ class GroupCoordinator:
         return await self._join_known(g, member)
 
     async def _join_unknown(self, version: int, g: ClassicGroup, new: Member) -> JoinResult:
-        new.member_id = self._new_member_id(new.client_id)
+        new.member_id = self._new_member_id(new.client_id, new.group_instance_id)
         if new.group_instance_id is not None:
             old_id = g.static_members.get(new.group_instance_id)
             if old_id is not None and old_id in g.members:
@@ -621,8 +628,17 @@ class GroupCoordinator:
                 return None
         return topics
 
+    def validate_offset_delete(self, g: ClassicGroup | None) -> int:
+        """ClassicGroup.validateOffsetDelete: Dead/unknown → GROUP_ID_NOT_FOUND; a non-empty group that does not
+        use the consumer protocol → NON_EMPTY_GROUP (its subscriptions cannot be known)."""
+        if g is None or g.state == DEAD:
+            return GROUP_ID_NOT_FOUND
+        if g.state != EMPTY and g.protocol_type != "consumer":
+            return NON_EMPTY_GROUP
+        return NONE
+
     def delete_offsets(self, g: ClassicGroup, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """OffsetDelete: refused for topics a non-empty consumer group subscribes to."""
+        """OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for topics a non-empty consumer group subscribes to."""
         result = {}
         subscribed = self.subscribed_topics(g) if g.state != EMPTY else set()
         deletable = []

@@ -1,13 +1,13 @@
 """OffsetDelete (key 47), v0.
 
-Behavior (GroupCoordinator.handleDeleteOffsets): GROUP_ID_NOT_FOUND for an unknown group; a partition whose
-topic a non-empty consumer group subscribes to is GROUP_SUBSCRIBED_TO_TOPIC; other offsets are deleted.
+Behavior (ClassicGroup.validateOffsetDelete): GROUP_ID_NOT_FOUND for an unknown or Dead group; NON_EMPTY_GROUP
+for a non-empty group that does not use the consumer protocol; a partition whose topic a non-empty consumer group
+subscribes to is GROUP_SUBSCRIBED_TO_TOPIC; other offsets are deleted.
 """
 from __future__ import annotations
 
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
-from ..group_coordinator import GROUP_ID_NOT_FOUND
 from ..registry import handles
 
 API_KEY = 47
@@ -21,8 +21,9 @@ PartResp = TopicResp.OffsetDeleteResponsePartition
 async def handle(ctx, req):
     coord = ctx.broker.groups
     g = coord.group(req.group_id)
-    if g is None:
-        return OffsetDeleteResponse(error_code=GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
+    err = coord.validate_offset_delete(g)
+    if err:
+        return OffsetDeleteResponse(error_code=err, throttle_time_ms=0, topics=[])
     tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     result = coord.delete_offsets(g, tps)
     return OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[

@@ -22,7 +22,8 @@ Behaviour, following the Java ``KafkaConsumer`` / ``ConsumerCoordinator`` (eager
 - Heartbeats: an asyncio task every ``heartbeat_interval_ms`` while Stable. REBALANCE_IN_PROGRESS → rejoin on the
   next poll; ILLEGAL_GENERATION → reset generation, rejoin; UNKNOWN_MEMBER_ID → reset member id, rejoin;
   FENCED_INSTANCE_ID → fatal, raised by the next poll/commit.
-- ``max_poll_interval_ms``: if poll is not called in time the heartbeat task leaves the group (LeaveGroup for a
+- ``max_poll_interval_ms``: if poll is not called in time (counted from the last poll or the end of the last
+  rebalance, whichever is later) the heartbeat task leaves the group (LeaveGroup for a
   dynamic member; a static member just stops, as Java's ``maybeLeaveGroup``) and the next poll rejoins.
   It is also the JoinGroup rebalance timeout.
 - Static membership (KIP-345): ``group_instance_id``; close() sends no LeaveGroup for a static member.
@@ -236,6 +237,11 @@ class GroupConsumer:
         self._on_assign, self._on_revoke = on_assign, on_revoke
         if changed:
             self._request_rejoin("subscription changed")
+
+    @property
+    def stable(self) -> bool:
+        """True while this member holds the current generation's assignment and no rejoin is pending."""
+        return self._stable and not self._rejoin_needed and self._fatal is None
 
     def subscription(self) -> set[str]:
         return set(self._topics)
@@ -457,6 +463,7 @@ class GroupConsumer:
         self._need_committed = set(partitions)
         self._rejoin_needed = False
         self._stable = True
+        self._last_poll = time.monotonic()  # Java resets the poll timer when heartbeats are re-enabled
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
         self._event("assigned", sorted(partitions))
         if self._on_assign is not None:
@@ -547,7 +554,7 @@ class GroupConsumer:
             await asyncio.sleep(min(interval, 0.1) if not self._stable else interval)
             if self._closed or self._fatal is not None:
                 return
-            if self.generation_id >= 0 and time.monotonic() - self._last_poll > self.max_poll_interval_ms / 1000:
+            if self._stable and time.monotonic() - self._last_poll > self.max_poll_interval_ms / 1000:
                 await self._poll_timeout()
                 continue
             if not self._stable or self._rejoin_needed or self._coord_conn is None:
