@@ -29,6 +29,11 @@ class Handler:
 HANDLERS: dict[int, Handler] = {}
 
 
+class CloseConnection(Exception):
+    """Raised by a handler whose only way to tell the client is to close the connection (e.g. an acks=0 produce
+    that failed: KafkaApis closes the connection so the client notices)."""
+
+
 def handles(request_cls: Any, response_cls: Any, versions: tuple[int, int]) -> Callable[[HandlerFn], HandlerFn]:
     """Register ``fn`` as the handler of ``request_cls``'s API key for ``versions`` (inclusive)."""
     lo, hi = versions

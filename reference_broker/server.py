@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.api_header import RequestHeader
 
-from .registry import HANDLERS, load_all
+from .registry import HANDLERS, CloseConnection, load_all
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -94,7 +94,7 @@ class Server:
                 if out is not None:
                     writer.write(out)
                     await writer.drain()
-        except ProtocolViolation as e:
+        except (ProtocolViolation, CloseConnection) as e:
             log.warning("%s: closing connection: %s", peer, e)
         except (ConnectionError, asyncio.CancelledError):
             pass

@@ -1,7 +1,9 @@
 """Produce (key 0), v3–v9.
 
 Behavior:
-- acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS). acks=0 gets no response at all; acks=1 is answered after the
+- acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS). acks=0 gets no response at all — and when any partition
+  fails, the connection is closed, the only way to tell the client (KafkaApis.handleProduceRequest); acks=1 is
+  answered after the
   leader's append; acks=-1 after the high watermark passes the batch (DelayedProduce), or REQUEST_TIMED_OUT at
   ``timeout_ms``. With fewer in-sync replicas than ``min.insync.replicas`` (topic config, else broker) acks=-1 fails with NOT_ENOUGH_REPLICAS
   before appending.
@@ -22,7 +24,7 @@ from kafka import errors as E
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from ..log import batch as B
-from ..registry import handles
+from ..registry import CloseConnection, handles
 
 API_KEY = 0
 VERSIONS = (3, 9)
@@ -90,6 +92,10 @@ async def handle(ctx, req):
             if res.error == 0 and acks == -1:
                 waits.append((key, p, res.base_offset + header.last_offset_delta + 1))
     if acks == 0:
+        failed = {k: v for k, v in results.items() if v[0]}
+        if failed:
+            # KafkaApis.handleProduceRequest: with acks=0 the only signal is closing the connection
+            raise CloseConnection(f"acks=0 produce failed for {sorted(failed)}")
         return None
     if waits:
         timeout = max(req.timeout_ms, 0) / 1000

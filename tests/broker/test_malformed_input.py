@@ -133,3 +133,14 @@ def test_fuzz_garbage_frames_never_hurt_other_clients(broker, junk, api_key, ver
 
     asyncio.run(asyncio.wait_for(go(), 20))
     assert psutil.Process(broker.pid).status() != psutil.STATUS_ZOMBIE, "broker process died"
+
+
+async def test_failed_acks0_produce_closes_connection(broker):
+    """KafkaApis.handleProduceRequest: an acks=0 produce that fails closes the connection; a good one does not."""
+    await _setup(broker)
+    c = await connect(broker)
+    await produce(c, "keep", batch([b"fire-and-forget"]), acks=0)
+    assert not await c.wait_closed(timeout=0.5), "a successful acks=0 produce must keep the connection"
+    await produce(c, "no-such-topic", batch([b"lost"]), acks=0)
+    assert await _closed_by_broker(c)
+    await _assert_serving_and_intact(broker, "keep", 2)
