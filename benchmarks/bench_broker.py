@@ -4,6 +4,8 @@
 2. Parked-fetch wake latency: a fetch parked on an idle partition, then a produce (acks=1); the time from the
    produce's ack to the fetch's answer (p50/p99; negative = the fetch answer arrived first).
 3. max_wait error: fetches on an idle partition with max_wait 100 ms; answer time minus 100 ms (p50/p99).
+4. Durable broker memory: broker RSS before and after writing --rss-gb of 10 KB records (goal < 200 MB at 1 GB:
+   the durable log reads from files, it does not hold the log in RAM).
 
     python benchmarks/bench_broker.py [--records 1000000] [--targets reference,reference-durable,tansu]
 
@@ -85,6 +87,37 @@ def throughput(bootstrap: str, n: int, partitions: int = 3) -> dict:
             "consume_msgs_s": round(got / t_consume)}
 
 
+def rss_after_writing(bootstrap: str, pid: int, gigabytes: float) -> dict:
+    import psutil
+
+    proc = psutil.Process(pid)
+    before = proc.memory_info().rss
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic("rss", 3, 1)]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
+                  "queue.buffering.max.kbytes": 1_048_576})
+    value = b"r" * 10_000
+    n = int(gigabytes * (1 << 30) / len(value))
+    t0 = time.perf_counter()
+    peak = before
+    for i in range(n):
+        while True:
+            try:
+                p.produce("rss", value, partition=i % 3)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 5000 == 0:
+            p.poll(0)
+            peak = max(peak, proc.memory_info().rss)
+    p.flush(300)
+    after = proc.memory_info().rss
+    return {"written_gb": round(n * len(value) / (1 << 30), 2), "seconds": round(time.perf_counter() - t0, 1),
+            "rss_before_mb": round(before / 1e6, 1), "rss_peak_mb": round(max(peak, after) / 1e6, 1),
+            "rss_after_mb": round(after / 1e6, 1)}
+
+
 def _batch(value: bytes) -> bytes:
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                   producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
@@ -156,6 +189,7 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--targets", default="reference,reference-durable,tansu")
+    ap.add_argument("--rss-gb", type=float, default=1.0, help="GB to write for the durable RSS check (0: skip)")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_broker.json")
     args = ap.parse_args()
     results = {}
@@ -165,6 +199,8 @@ def main() -> int:
                 host, port = t.bootstrap.split(",")[0].rsplit(":", 1)
                 r = {"throughput": throughput(t.bootstrap, args.records)}
                 r["latency"] = asyncio.run(latencies(host, int(port), args.samples))
+                if name == "reference-durable" and args.rss_gb > 0:
+                    r["memory"] = rss_after_writing(t.bootstrap, t.pid, args.rss_gb)
                 results[name] = r
                 print(name, json.dumps(r), flush=True)
     if "tansu" in results:
