@@ -80,3 +80,39 @@ def known_quirk(request: pytest.FixtureRequest, broker_kind: str) -> Callable[[s
             request.node.add_marker(pytest.mark.xfail(strict=True, reason=f"{kind} quirk: {reason}"))
 
     return mark
+
+
+# Group tests need fast group timers: a short initial rebalance delay and a low minimum session timeout, so members
+# can use a 1-2 s session and a kill is noticed quickly. Tansu is started with its defaults (it has no such knobs).
+GROUP_BROKER_SETTINGS = {
+    "kafka.group.initial.rebalance.delay.ms": "100",
+    "kafka.group.min.session.timeout.ms": "500",
+}
+
+
+@pytest.fixture(scope="session", params=BROKER_KINDS)
+def group_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(kind, "host:port") of a broker for consumer-group tests (reference: memory mode + fast group timers).
+
+    KCT_CLIENT_BOOTSTRAP points these tests at an existing broker too (whose group timers are its own).
+    """
+    env = os.environ.get("KCT_CLIENT_BOOTSTRAP")
+    if env:
+        if request.param != BROKER_KINDS[0]:
+            pytest.skip("KCT_CLIENT_BOOTSTRAP given: one external broker only")
+        yield os.environ.get("KCT_CLIENT_BROKER_KIND", "unknown"), env
+        return
+    opts = {"memory": "true", **GROUP_BROKER_SETTINGS} if request.param == "reference" else {}
+    with make_target(request.param, config=opts, work_dir=tmp_path_factory.mktemp(f"group-{request.param}")) as t:
+        yield request.param, t.bootstrap
+
+
+@pytest.fixture
+def group_quirk(request: pytest.FixtureRequest, group_broker: tuple[str, str]) -> Callable[[str, str], None]:
+    """``group_quirk("tansu", why)``: strict xfail on that broker, like ``known_quirk`` for ``group_broker``."""
+
+    def mark(kind: str, reason: str) -> None:
+        if group_broker[0] == kind:
+            request.node.add_marker(pytest.mark.xfail(strict=True, reason=f"{kind} quirk: {reason}"))
+
+    return mark
