@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from kct_client_helpers import run
+from kct_group_helpers import GROUP_BROKER_SETTINGS
 
 from fixtures import make_target
 from reference_broker.client.admin import Admin, NewTopic
@@ -80,14 +81,6 @@ def known_quirk(request: pytest.FixtureRequest, broker_kind: str) -> Callable[[s
             request.node.add_marker(pytest.mark.xfail(strict=True, reason=f"{kind} quirk: {reason}"))
 
     return mark
-
-
-# Group tests need fast group timers: a short initial rebalance delay and a low minimum session timeout, so members
-# can use a 1-2 s session and a kill is noticed quickly. Tansu is started with its defaults (it has no such knobs).
-GROUP_BROKER_SETTINGS = {
-    "kafka.group.initial.rebalance.delay.ms": "100",
-    "kafka.group.min.session.timeout.ms": "500",
-}
 
 
 @pytest.fixture(scope="session", params=BROKER_KINDS)

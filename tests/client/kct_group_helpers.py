@@ -13,6 +13,12 @@ from reference_broker.client.group import GroupConsumer
 from reference_broker.client.producer import Producer
 from reference_broker.client.types import TopicPartition
 
+# Group tests need fast group timers: a short initial rebalance delay and a low minimum session timeout, so members
+# can use a 1-3 s session and a kill is noticed quickly. Tansu is started with its defaults (it has no such knobs).
+GROUP_BROKER_SETTINGS = {
+    "kafka.group.initial.rebalance.delay.ms": "100",
+    "kafka.group.min.session.timeout.ms": "500",
+}
 SESSION_MS = 2000
 HEARTBEAT_MS = 300
 
