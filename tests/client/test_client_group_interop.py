@@ -1,0 +1,112 @@
+"""Interop: our group consumer and a librdkafka (confluent-kafka) consumer in one group share the partitions by
+the range assignor (whichever of them leads), and together read every record exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from confluent_kafka import Consumer as CKConsumer
+from kct_client_helpers import run
+from kct_group_helpers import create_topic, produce, unique, until
+
+from reference_broker.client.assignors import MemberSubscription, RangeAssignor
+from reference_broker.client.group import GroupConsumer
+from reference_broker.client.types import TopicPartition
+
+PARTS = 6
+
+
+class Librdkafka(threading.Thread):
+    """A confluent-kafka consumer polling in its own thread, committing synchronously after each message."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = CKConsumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "client.id": "librdkafka",
+            "partition.assignment.strategy": "range", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+        })
+        self.topic = topic
+        self.assigned: set[TopicPartition] = set()
+        self.values: list[bytes] = []
+        self.member_id = ""
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def _on_assign(self, consumer: CKConsumer, parts: list) -> None:
+        self.assigned = {TopicPartition(p.topic, p.partition) for p in parts}
+
+    def _on_revoke(self, consumer: CKConsumer, parts: list) -> None:
+        self.assigned = set()
+
+    def run(self) -> None:
+        try:
+            self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+            while not self.stop.is_set():
+                msg = self.consumer.poll(0.05)
+                self.member_id = self.consumer.memberid() or self.member_id
+                if msg is None:
+                    continue
+                if msg.error():
+                    continue
+                self.values.append(msg.value())
+                self.consumer.commit(message=msg, asynchronous=False)
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+        finally:
+            self.consumer.close()
+
+
+def test_shares_partitions_with_librdkafka_by_range(group_broker: tuple[str, str]) -> None:
+    _, bootstrap = group_broker
+
+    async def go() -> None:
+        topic = await create_topic(bootstrap, PARTS)
+        group = unique("g")
+        rd = Librdkafka(bootstrap, group, topic)
+        ours = GroupConsumer(bootstrap, group, assignors=["range"], session_timeout_ms=6000,
+                             heartbeat_interval_ms=300, auto_offset_reset="earliest", enable_auto_commit=False,
+                             fetch_max_wait_ms=100)
+        got: list[bytes] = []
+        stop = asyncio.Event()
+
+        async def loop() -> None:
+            ours.subscribe([topic])
+            while not stop.is_set():
+                recs = await ours.poll(100)
+                got.extend(r.value for rs in recs.values() for r in rs)
+                if recs:
+                    await ours.commit()
+
+        rd.start()
+        task = asyncio.get_running_loop().create_task(loop())
+        try:
+            every = {TopicPartition(topic, p) for p in range(PARTS)}
+
+            def shared() -> bool:
+                return (ours.stable and rd.member_id != "" and len(ours.assignment()) == 3
+                        and ours.assignment() | rd.assigned == every and not ours.assignment() & rd.assigned)
+
+            await until(shared, 40, "our consumer and librdkafka sharing 3 + 3 partitions")
+            expected = RangeAssignor.assign(
+                [MemberSubscription(ours.member_id, (topic,)), MemberSubscription(rd.member_id, (topic,))],
+                {topic: PARTS})
+            assert ours.assignment() == set(expected[ours.member_id])
+            assert rd.assigned == set(expected[rd.member_id])
+
+            sent = await produce(bootstrap, topic, PARTS, 120, "mixed")
+            await until(lambda: set(got) | set(rd.values) >= sent, 20, "every record read by one of the two")
+            await asyncio.sleep(0.3)
+            both = got + rd.values
+            assert sorted(both) == sorted(sent), "a record was read by both members or twice"
+            assert got and rd.values
+            assert rd.error is None
+        finally:
+            stop.set()
+            rd.stop.set()
+            await task
+            await ours.close()
+            await asyncio.get_running_loop().run_in_executor(None, rd.join, 15)
+
+    run(go(), timeout=90)
