@@ -132,6 +132,7 @@ class ProduceResult:
     base_offset: int
     rtt_ms: float
     values: list[int]
+    batch_bytes: int  # size of the batch we sent; a v2 uncompressed batch keeps its size in the log
 
 
 def decode_batches(data: bytes | None) -> list[Batch]:
@@ -346,7 +347,7 @@ class Wire:
         with self.op("send", {"records": recs}) as op:
             r = await self.request("Produce", self.produce_request(topic, partition, batch, acks), summary=summary)
             if acks == 0:  # no answer: the outcome stays unknown (info) in the history
-                return ProduceResult(0, -1, r.rtt_ns / 1e6, values)  # type: ignore[arg-type]
+                return ProduceResult(0, -1, r.rtt_ns / 1e6, values, len(batch))  # type: ignore[arg-type]
             pr = r.body.responses[0].partition_responses[0]
             if pr.error_code == 0:
                 op.ok({"records": [dict(x, offset=pr.base_offset + i) for i, x in enumerate(recs)]})
@@ -354,7 +355,8 @@ class Wire:
                 op.fail({"records": recs, "error_code": pr.error_code})
         if check and pr.error_code:
             raise TargetDiverged(f"Produce to {topic}/{partition} failed with error {pr.error_code}")
-        return ProduceResult(pr.error_code, pr.base_offset, r.rtt_ns / 1e6, values)  # type: ignore[arg-type]
+        return ProduceResult(pr.error_code, pr.base_offset, r.rtt_ns / 1e6, values,  # type: ignore[arg-type]
+                             len(batch))
 
     # -- fetch -----------------------------------------------------------------------------------------------
     def fetch_request(self, parts: Sequence[tuple[str, int, int]], *, max_wait_ms: int, min_bytes: int,
