@@ -16,6 +16,7 @@ from kafka import errors as E
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from ..broker import topic_name_error
+from ..offset_store import OFFSETS_TOPIC
 from ..registry import handles
 
 API_KEY = 3
@@ -60,6 +61,10 @@ async def handle(ctx, req):
                 continue
             if topic_name_error(name):
                 err = E.InvalidTopicError.errno
+            elif allow_create and name == OFFSETS_TOPIC:
+                b.groups.store.ensure_topic()            # created as the internal topic, never as a plain one
+                topics.append(_topic_entry(b.topics[name]))
+                continue
             elif allow_create:
                 err, _ = b.create_topic(name)
                 err = E.LeaderNotAvailableError.errno if err == 0 else err
