@@ -161,6 +161,22 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Cal
 }
 
 
+
+def _add_conformance(p: argparse.ArgumentParser) -> None:
+    from reports.conformance_report import add_arguments
+
+    add_arguments(p)
+
+
+def _run_conformance(args: argparse.Namespace) -> int:
+    from reports.conformance_report import run
+
+    return run(args)
+
+
+SUBCOMMANDS["conformance"] = ("conformance results JSON (one per target run) -> one static HTML page",
+                              _add_conformance, _run_conformance)
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -8,12 +8,13 @@ answers OffsetFetch / ListOffsets / Fetch like Kafka" + "client resets like Kafk
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
 from conformance.clients import CLIENTS, NoOffsetError, consumer
 from conformance.rules import rule
-from conformance.wire import EARLIEST, LATEST, Wire, unique_name
+from conformance.wire import EARLIEST, LATEST, TargetDiverged, Wire, unique_name
 
 SUITE = "offsets"
 ILLEGAL_GENERATION = 22
@@ -82,15 +83,20 @@ async def _stable_member(wire: Wire, group: str, topic: str, evidence) -> tuple[
     joined = await co.join_new_member(group, session_timeout_ms=6000, rebalance_timeout_ms=3000)
     if joined.error_code != 0:
         pytest.skip(f"precondition: JoinGroup answered {joined.error_code}; no group to commit to")
-    synced = await co.sync_group(group, joined.generation_id, joined.member_id, {joined.member_id: b""},
-                                 timeout_s=20)
+    try:
+        synced = await co.sync_group(group, joined.generation_id, joined.member_id, {joined.member_id: b""},
+                                     timeout_s=20)
+        sync_error = f"error {synced.error_code}"
+    except TargetDiverged as exc:
+        synced, sync_error = None, str(exc)
     evidence.note("member", {"member_id": joined.member_id, "generation": joined.generation_id,
-                             "sync_error": synced.error_code})
-    if synced.error_code != 0:
-        await co.leave_group(group, [(joined.member_id, None)])
+                             "sync": sync_error})
+    if synced is None or synced.error_code != 0:
+        with contextlib.suppress(AssertionError):
+            await co.leave_group(group, [(joined.member_id, None)])
         pytest.skip(f"precondition: the group never became Stable (JoinGroup gave generation "
-                    f"{joined.generation_id}, then SyncGroup answered error {synced.error_code}); commit "
-                    f"generation checks need a Stable group — see the rebalance suite")
+                    f"{joined.generation_id}, then SyncGroup: {sync_error}); commit generation checks need a "
+                    f"Stable group — see the rebalance suite")
     return co, joined.member_id, joined.generation_id
 
 

@@ -1,0 +1,107 @@
+"""The fetch and offsets suites, run as a user runs them (pytest in a subprocess, results JSON parsed):
+
+- against the reference broker every check passes (or is skipped with a reason) — the suites agree with the
+  executable spec;
+- against the reference broker with a fault switch that breaks one rule, the results *and the HTML report* show a
+  divergence for exactly that rule — so each check can fail, and fails for the right reason.
+"""
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from history import read as read_history
+
+ROOT = Path(__file__).resolve().parents[2]
+FETCH = "conformance/suites/test_fetch.py"
+OFFSETS = "conformance/suites/test_offsets.py"
+
+
+def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results") -> dict:
+    """Run suites in a child pytest against a reference target; return the parsed results file."""
+    results = tmp_path / f"{name}.json"
+    cmd = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", "--target", "reference",
+           "--kct-results-file", str(results), *extra]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert proc.returncode in (0, 1), f"pytest could not run the suite ({proc.returncode}):\n{proc.stdout[-3000:]}" \
+                                      f"\n{proc.stderr[-3000:]}"
+    assert results.exists(), f"no results file written:\n{proc.stdout[-3000:]}"
+    doc = json.loads(results.read_text())
+    doc["_stdout"] = proc.stdout
+    return doc
+
+
+def by_rule(doc: dict) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for c in doc["checks"]:
+        for r in c["rules"]:
+            out.setdefault(r, set()).add(c["outcome"])
+    return out
+
+
+def test_fetch_and_offsets_suites_pass_against_reference(tmp_path: Path) -> None:
+    doc = run_suites(tmp_path, [FETCH, OFFSETS])
+    bad = [(c["nodeid"], c["outcome"], c["message"]) for c in doc["checks"] if c["outcome"] in ("divergence", "error")]
+    assert not bad, f"the reference broker must pass every check:\n{json.dumps(bad, indent=1)}"
+    assert len(doc["checks"]) >= 30 and doc["summary"]["pass"] >= 30, doc["summary"]
+    for c in doc["checks"]:
+        assert c["rules"] and all(r in doc["rules"] for r in c["rules"]), c["nodeid"]
+        if c["outcome"] == "skipped":
+            assert c["message"], f"{c['nodeid']} skipped without a reason"
+    assert doc["target"]["name"] == "reference" and doc["target"]["version"]
+    # Every rule the two suites declare was checked somewhere.
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] in ("fetch", "offsets")}
+    assert declared <= set(by_rule(doc)), f"rules without a check: {declared - set(by_rule(doc))}"
+    # The run wrote its operations as a history under one run id, and it satisfies the history contract.
+    (hist,) = read_history(doc["history"])
+    assert hist.run_id == doc["run_id"] and hist.target == "reference"
+    fs = {op["f"] for op in hist.ops}
+    assert {"send", "fetch", "poll", "commit", "fetch_offsets", "list_offsets", "delete_records", "assign"} <= fs, fs
+    assert doc["duration_s"] < 120, f"fetch+offsets took {doc['duration_s']} s against the reference broker"
+
+
+# (fault switch, suite, -k expression selecting the checks of the rule and a neighbour, rule that must diverge,
+#  rules among the selected checks that must still pass)
+FAULTS = [
+    ("fetch.min_bytes_exclusive", FETCH, "min_bytes", "FETCH-MINBYTES-GE", set()),
+    ("fetch.no_wake_on_append", FETCH, "wakes_on_append or max_wait_honoured", "FETCH-WAKE-ON-APPEND",
+     {"FETCH-MAXWAIT-IDLE"}),
+    ("fetch.ignore_max_wait", FETCH, "max_wait_honoured or above_leo", "FETCH-MAXWAIT-IDLE",
+     {"FETCH-OOR-ABOVE-LEO"}),
+    ("fetch.oor_as_empty", FETCH, "above_leo or at_leo", "FETCH-OOR-ABOVE-LEO", {"FETCH-AT-LEO-EMPTY"}),
+    ("offsets.accept_stale_generation", OFFSETS, "generation or unknown_member", "OFFSETS-COMMIT-GENERATION",
+     {"OFFSETS-COMMIT-UNKNOWN-MEMBER"}),
+    ("offsets.forget_on_restart", OFFSETS, "survive_restart or round_trip", "OFFSETS-DURABLE",
+     {"OFFSETS-COMMIT-ROUNDTRIP"}),
+]
+
+
+@pytest.mark.parametrize(("fault", "suite", "select", "diverges", "still_pass"), FAULTS,
+                         ids=[f[0] for f in FAULTS])
+def test_fault_switch_shows_as_divergence(tmp_path: Path, fault: str, suite: str, select: str, diverges: str,
+                                          still_pass: set[str]) -> None:
+    doc = run_suites(tmp_path, [suite], "-k", select, "--target-config", f"faults={fault}", name=fault)
+    rules = by_rule(doc)
+    assert doc["target"]["config"]["faults"] == [fault]
+    assert "divergence" in rules.get(diverges, set()), (
+        f"{fault} breaks {diverges}, but its checks reported {rules.get(diverges)}:\n{doc['_stdout'][-2000:]}")
+    assert not any(c["outcome"] == "error" for c in doc["checks"]), "a broken rule must read as divergence, not error"
+    for r in still_pass:
+        assert rules.get(r) == {"pass"}, f"{fault} should not affect {r}: {rules.get(r)}"
+    div = next(c for c in doc["checks"] if c["outcome"] == "divergence" and diverges in c["rules"])
+    assert div["message"] and div["evidence"].get("exchanges"), "a divergence carries its message and evidence"
+
+    # The HTML report shows the divergence for that rule, with its evidence.
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "reports", "conformance", str(tmp_path / f"{fault}.json"),
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    page = (out / "index.html").read_text()
+    assert f'id="divergence-0-{diverges}"' in page, "the report links the rule's cell to its divergence"
+    assert f"faults: {fault}" in page
+    assert div["message"].splitlines()[0][:60] in html.unescape(page)
