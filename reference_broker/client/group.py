@@ -285,6 +285,8 @@ class GroupConsumer:
         while True:
             self._last_poll = time.monotonic()
             await self._ensure_active()
+            if not self._rejoin_needed:
+                self._wakeup.clear()  # nothing left to act on: do not let a stale wakeup cut fetches short
             self._maybe_auto_commit()
             if self._stable and self._owned:
                 await self._refresh_committed()
@@ -557,18 +559,18 @@ class GroupConsumer:
             if self._stable and time.monotonic() - self._last_poll > self.max_poll_interval_ms / 1000:
                 await self._poll_timeout()
                 continue
-            if not self._stable or self._rejoin_needed or self._coord_conn is None:
+            if not self._stable or self._rejoin_needed:
                 continue
             try:
                 await self._heartbeat_once()
-            except (_CoordinatorLost, OSError, TimeoutError, Errors.KafkaConnectionError) as exc:
+            except (_CoordinatorLost, OSError, TimeoutError, Errors.KafkaError) as exc:
+                # Java: mark the coordinator unknown and find it again; the generation stays valid until the
+                # coordinator says otherwise (UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION on a later heartbeat)
                 self._event("heartbeat_failed", repr(exc))
                 await self._drop_coordinator()
-                self._request_rejoin("coordinator lost")
 
     async def _heartbeat_once(self) -> None:
-        conn = self._coord_conn
-        assert conn is not None
+        conn = await self._ensure_coordinator()
         v = conn.versions.get(HEARTBEAT)
         if v is None:
             raise Errors.UnsupportedVersionError("Heartbeat")

@@ -1,0 +1,209 @@
+"""Group rebalance benchmark: the reference broker against Tansu, measured in the same run.
+
+For 2, 10 and 50 members (reference client ``GroupConsumer``, range assignor, 2 partitions per member) in one
+group: one non-leader member leaves (close(): LeaveGroup) or, in a fresh group, is killed (abort(): sockets closed,
+no LeaveGroup, so only the session timeout tells the coordinator). Measured from that moment:
+- ``stable``: the group is Stable again with one member fewer, seen by DescribeGroups polled every 5 ms;
+- ``assigned``: every remaining member has its new assignment (on_assign) and together they own every partition.
+Also ``formed``: time for the whole group to form in the first place.
+
+Member settings: session.timeout.ms 3000, heartbeat.interval.ms 500, max.poll.interval.ms 30000 (the rebalance
+timeout); the reference broker runs with group.min.session.timeout.ms=1000 and
+group.initial.rebalance.delay.ms=100 (Tansu has no such settings: its defaults).
+
+    python benchmarks/bench_groups.py [--sizes 2,10,50] [--targets reference,tansu]
+
+Prints a table and writes JSON (benchmarks/results/bench_groups.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafka.protocol.admin import DescribeGroupsRequest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fixtures import make_target  # noqa: E402
+from reference_broker.client.admin import Admin, NewTopic  # noqa: E402
+from reference_broker.client.group import GroupConsumer  # noqa: E402
+from reference_broker.client.protocol import Connection  # noqa: E402
+from reference_broker.client.types import TopicPartition  # noqa: E402
+
+SESSION_MS = 3000
+HEARTBEAT_MS = 500
+MAX_POLL_MS = 30000
+REFERENCE_SETTINGS = {"kafka.group.min.session.timeout.ms": "1000", "kafka.group.initial.rebalance.delay.ms": "100"}
+SCENARIO_TIMEOUT = 40.0
+
+
+class BenchMember:
+    """A member polling in its own task; records when it last got an assignment."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, i: int) -> None:
+        self.consumer = GroupConsumer(
+            bootstrap, group, client_id=f"m{i:02d}", session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=MAX_POLL_MS, enable_auto_commit=False,
+            auto_offset_reset="latest", fetch_max_wait_ms=500)
+        self.topic = topic
+        self.assigned: set[TopicPartition] = set()
+        self.assigned_at = 0
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    def on_assign(self, tps: set[TopicPartition]) -> None:
+        self.assigned, self.assigned_at = set(tps), time.monotonic_ns()
+
+    def on_revoke(self, tps: set[TopicPartition]) -> None:
+        self.assigned = set()
+
+    async def run(self) -> None:
+        self.consumer.subscribe([self.topic], on_assign=self.on_assign, on_revoke=self.on_revoke)
+        while not self.stop.is_set():
+            await self.consumer.poll(100)
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.run())
+
+    async def halt(self) -> None:
+        self.stop.set()
+        if self.task is not None:
+            await self.task
+
+
+def covered(members: list[BenchMember], partitions: int) -> bool:
+    owned = [tp for m in members for tp in m.assigned]
+    return len(owned) == partitions == len(set(owned)) and all(m.consumer.stable for m in members)
+
+
+async def wait_for(pred: Any, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.005)
+
+
+async def describe_stable(conn: Connection, group: str, members: int, since: int, out: dict) -> None:
+    """Poll DescribeGroups every 5 ms until the group is Stable with ``members`` members; store the time."""
+    v = conn.versions[15]
+    while True:
+        resp = await conn.request(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), v)
+        g = resp.body.groups[0]
+        if g.group_state == "Stable" and len(g.members) == members:
+            out["stable_ms"] = (resp.received_ns - since) / 1e6
+            return
+        await asyncio.sleep(0.005)
+
+
+async def scenario(bootstrap: str, n: int, event: str) -> dict[str, Any]:
+    partitions = 2 * n
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    group = f"bg-{uuid.uuid4().hex[:8]}"
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, partitions)])
+    members = [BenchMember(bootstrap, group, topic, i) for i in range(n)]
+    t_start = time.monotonic()
+    for m in members:
+        m.start()
+    result: dict[str, Any] = {"members": n, "event": event, "partitions": partitions}
+    conn: Connection | None = None
+    try:
+        await wait_for(lambda: covered(members, partitions), SCENARIO_TIMEOUT, f"{n} members forming")
+        result["formed_ms"] = (time.monotonic() - t_start) * 1000
+        leader = members[0].consumer.leader_id
+        victim = next(m for m in reversed(members) if m.consumer.member_id != leader)
+        rest = [m for m in members if m is not victim]
+        _, host, port = members[0].consumer.coordinator or (0, "", 0)
+        conn = await Connection.connect(host, port)
+        await conn.api_versions()
+        gen = members[0].consumer.generation_id
+        await victim.halt()
+        t0 = time.monotonic_ns()
+        if event == "leave":
+            await victim.consumer.close()
+        else:
+            await victim.consumer.abort()
+        described: dict[str, float] = {}
+        watcher = asyncio.get_running_loop().create_task(describe_stable(conn, group, n - 1, t0, described))
+        await wait_for(lambda: covered(rest, partitions) and all(m.consumer.generation_id > gen for m in rest),
+                       SCENARIO_TIMEOUT, f"{n - 1} members taking over after {event}")
+        result["assigned_ms"] = (max(m.assigned_at for m in rest) - t0) / 1e6
+        try:
+            await asyncio.wait_for(watcher, 5)
+            result["stable_ms"] = described.get("stable_ms")
+        except TimeoutError:
+            result["stable_ms"] = None  # DescribeGroups never showed Stable with n-1 members
+    except TimeoutError as exc:
+        states: dict[str, int] = {}
+        for m in members:
+            key = f"gen={m.consumer.generation_id} stable={m.consumer.stable} parts={len(m.assigned)}"
+            states[key] = states.get(key, 0) + 1
+        result["error"] = f"timeout: {exc}; member states {states}"
+    finally:
+        for m in members:
+            m.stop.set()
+        await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
+        await asyncio.gather(*(m.consumer.abort() for m in members), return_exceptions=True)
+        if conn is not None:
+            await conn.close()
+    return result
+
+
+def fmt(x: Any) -> str:
+    return "-" if x is None else f"{x:8.0f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="2,10,50")
+    ap.add_argument("--targets", default="reference,tansu")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_groups.json")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    settings = {"session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
+                "max.poll.interval.ms": MAX_POLL_MS, "reference_broker": REFERENCE_SETTINGS,
+                "describe_groups_poll_ms": 5}
+    print(f"member settings: session.timeout.ms={SESSION_MS} heartbeat.interval.ms={HEARTBEAT_MS} "
+          f"max.poll.interval.ms={MAX_POLL_MS}; reference broker {REFERENCE_SETTINGS}; Tansu defaults", flush=True)
+    results: dict[str, Any] = {"settings": settings, "runs": []}
+    t_all = time.monotonic()
+    for name in args.targets.split(","):
+        cfg = {"memory": "true", **REFERENCE_SETTINGS} if name == "reference" else {}
+        with tempfile.TemporaryDirectory() as tmp, make_target(name, config=cfg, work_dir=tmp) as target:
+            results.setdefault("versions", {})[name] = target.version()
+            for n in sizes:
+                for event in ("leave", "kill"):
+                    r = asyncio.run(scenario(target.bootstrap, n, event))
+                    r["target"] = name
+                    results["runs"].append(r)
+                    print(json.dumps(r), flush=True)
+    results["wall_s"] = time.monotonic() - t_all
+    print()
+    print("time from a member's leave / kill to the group Stable again with every partition reassigned (ms)")
+    print(f"{'target':10} {'members':>7} {'event':>6} {'formed':>8} {'stable':>8} {'assigned':>8}  note")
+    for r in results["runs"]:
+        print(f"{r['target']:10} {r['members']:7d} {r['event']:>6} {fmt(r.get('formed_ms'))} "
+              f"{fmt(r.get('stable_ms'))} {fmt(r.get('assigned_ms'))}  {r.get('error', '')}")
+    kills = [r["assigned_ms"] for r in results["runs"] if r["event"] == "kill" and "assigned_ms" in r]
+    if kills:
+        print(f"(kills include the {SESSION_MS} ms session timeout; median kill takeover {statistics.median(kills):.0f} ms)")
+    print(f"stable = DescribeGroups Stable with n-1 members; assigned = last remaining member's on_assign; "
+          f"whole run {results['wall_s']:.0f} s")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
