@@ -17,6 +17,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+try:  # orjson parses history lines several times faster; the standard library is the fallback
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    from json import loads as _loads
+
 from .schema import COMPLETIONS, NEMESIS_PROCESS, HistoryError, dumps, validate_header, validate_op
 
 
@@ -91,7 +96,7 @@ def iter_lines_validated(
             continue
         try:
             try:
-                obj = json.loads(line)
+                obj = _loads(line)
             except json.JSONDecodeError as e:
                 raise HistoryError(f"corrupt or truncated JSON ({e.msg} at column {e.colno})") from None
             if isinstance(obj, dict) and "header" in obj:
@@ -226,7 +231,7 @@ def from_arrow(table, *, path: str | None = None, skip_corrupt: bool = False) ->
         try:
             raw = d["value"][i]
             try:
-                value = json.loads(raw) if raw is not None else None
+                value = _loads(raw) if raw is not None else None
             except json.JSONDecodeError as e:
                 raise HistoryError(f"value is corrupt JSON ({e.msg})") from None
             op = validate_op(

@@ -132,32 +132,44 @@ def _need(cond: bool, msg: str) -> None:
 
 
 def _check_record(rec: Any, *, completed: bool, polled: bool) -> None:
-    _need(isinstance(rec, dict), "record must be an object")
-    _need(isinstance(rec.get("topic"), str), "record needs a string topic")
-    _need(_is_int(rec.get("partition")), "record needs an integer partition")
-    _need("value" in rec, "record needs a value")
-    _need(isinstance(rec["value"], _SCALARS) or rec["value"] is None, "record value must be a scalar (str/int/float)")
+    # Plain ifs with constant messages: this runs for every record of every operation read.
+    if not isinstance(rec, dict):
+        raise HistoryError("record must be an object")
+    if not isinstance(rec.get("topic"), str):
+        raise HistoryError("record needs a string topic")
+    part = rec.get("partition")
+    if part.__class__ is not int:
+        raise HistoryError("record needs an integer partition")
+    if "value" not in rec:
+        raise HistoryError("record needs a value")
+    v = rec["value"]
+    if v is not None and not isinstance(v, _SCALARS):
+        raise HistoryError("record value must be a scalar (str/int/float)")
+    off = rec.get("offset")
     if polled:
-        _need(_is_int(rec.get("offset")), "polled record needs an integer offset")
-    elif completed and "offset" in rec and rec["offset"] is not None:
-        _need(_is_int(rec["offset"]), "offset must be an integer")
+        if off.__class__ is not int:
+            raise HistoryError("polled record needs an integer offset")
+    elif off is not None and off.__class__ is not int:
+        raise HistoryError("offset must be an integer")
 
 
 def validate_value(f: str, typ: str, value: Any) -> None:
     """Check ``value`` against the encoding for ``f`` (unknown ``f`` values are accepted as recorded)."""
-    completed = typ == "ok"
     if f == "send":
-        _need(isinstance(value, dict), "send value must be an object")
+        if not isinstance(value, dict):
+            raise HistoryError("send value must be an object")
         if "records" in value:
             recs = value["records"]
-            _need(isinstance(recs, list) and recs, "send records must be a non-empty list")
+            if not (isinstance(recs, list) and recs):
+                raise HistoryError("send records must be a non-empty list")
             for r in recs:
-                _check_record(r, completed=completed, polled=False)
+                _check_record(r, completed=typ == "ok", polled=False)
         else:
-            _check_record(value, completed=completed, polled=False)
+            _check_record(value, completed=typ == "ok", polled=False)
     elif f == "poll":
         if typ == "ok":
-            _need(isinstance(value, dict) and isinstance(value.get("records"), list), "poll ok needs records")
+            if not (isinstance(value, dict) and isinstance(value.get("records"), list)):
+                raise HistoryError("poll ok needs records")
             for r in value["records"]:
                 _check_record(r, completed=True, polled=True)
     elif f == "assign":
@@ -167,25 +179,38 @@ def validate_value(f: str, typ: str, value: Any) -> None:
     elif f == "subscribe":
         _need(isinstance(value, dict) and isinstance(value.get("topics"), list), "subscribe needs topics")
     elif f in ("commit", "fetch_offsets"):
-        _need(isinstance(value, dict) and isinstance(value.get("group"), str), f"{f} needs a group")
+        if not (isinstance(value, dict) and isinstance(value.get("group"), str)):
+            raise HistoryError(f"{f} needs a group")
         if f == "commit" or typ == "ok":
             offs = value.get("offsets")
-            _need(isinstance(offs, dict), f"{f} needs offsets")
+            if not isinstance(offs, dict):
+                raise HistoryError(f"{f} needs offsets")
             for k, o in offs.items():
-                _need("/" in k and (o is None or _is_int(o)), f"{f} offsets map 'topic/partition' to int")
+                if "/" not in k or not (o is None or _is_int(o)):
+                    raise HistoryError(f"{f} offsets map 'topic/partition' to int")
+
+
+_TYPES = frozenset(TYPES)
 
 
 def validate_op(op: Any) -> dict:
     """Validate one operation dict; returns it. Raises :class:`HistoryError` with the reason."""
-    _need(isinstance(op, dict), "operation must be a JSON object")
-    _need(isinstance(op.get("run_id"), str), "missing or non-string run_id")
-    _need(_is_int(op.get("index")), "missing or non-integer index")
-    _need(_is_int(op.get("time_ns")), "missing or non-integer time_ns")
-    _need(_is_int(op.get("process")), "missing or non-integer process")
+    if not isinstance(op, dict):
+        raise HistoryError("operation must be a JSON object")
+    if not isinstance(op.get("run_id"), str):
+        raise HistoryError("missing or non-string run_id")
+    if op.get("index").__class__ is not int:
+        raise HistoryError("missing or non-integer index")
+    if op.get("time_ns").__class__ is not int:
+        raise HistoryError("missing or non-integer time_ns")
+    if op.get("process").__class__ is not int:
+        raise HistoryError("missing or non-integer process")
     typ = op.get("type")
-    _need(typ in TYPES, f"type must be one of {'|'.join(TYPES)}, got {typ!r}")
+    if typ not in _TYPES:
+        raise HistoryError(f"type must be one of {'|'.join(TYPES)}, got {typ!r}")
     f = op.get("f")
-    _need(isinstance(f, str) and f, "missing f")
+    if not (isinstance(f, str) and f):
+        raise HistoryError("missing f")
     validate_value(f, typ, op.get("value"))
     return op
 

@@ -77,11 +77,18 @@ def _worst(outcomes: list[str]) -> str:
     return "skipped"
 
 
-def timing_svg(title: str, rows: list[dict[str, Any]], width: int = 820) -> str:
+def _headline(message: str | None) -> str:
+    """The check's own words and the failing comparison, without pytest's object-repr introspection."""
+    if not message:
+        return ""
+    return "\n".join(line for line in message.splitlines() if not line.lstrip().startswith(("+", "where ")))
+
+
+def timing_svg(title: str, rows: list[dict[str, Any]], width: int = 1100) -> str:
     """One row per measured timing: the allowed window as a green band, the measurement as a dot (red outside)."""
     if not rows:
         return ""
-    left, right, top, row_h = 300, 30, 34, 22
+    left, right, top, row_h = 420, 70, 34, 22
     height = top + row_h * len(rows) + 36
     pw = width - left - right
     vmax = max(max(r["measured_ms"], r.get("expect_min_ms") or 0, r.get("expect_max_ms") or 0) for r in rows)
@@ -111,7 +118,7 @@ def timing_svg(title: str, rows: list[dict[str, Any]], width: int = 820) -> str:
         ok = (lo is None or r["measured_ms"] >= lo) and (hi is None or r["measured_ms"] <= hi)
         window = f"{'' if lo is None else f'{lo:g}'}–{'∞' if hi is None else f'{hi:g}'} ms"
         out.append(f'<text x="{left - 8}" y="{y + 14}" font-size="11" text-anchor="end">'
-                   f'{escape(r["row"][:48])}</text>')
+                   f'{escape(r["row"][:70])}</text>')
         out.append(f'<rect x="{band_lo:.1f}" y="{y + 3}" width="{max(band_hi - band_lo, 1):.1f}" height="{row_h - 6}"'
                    f' fill="#c8e6c9"><title>allowed: {escape(window)}</title></rect>')
         colour = "#2e7d32" if ok else "#c62828"
@@ -179,6 +186,8 @@ def build(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 ev = c.get("evidence") or {}
                 findings[c["outcome"]].append({
                     "column": columns[ci], "ci": ci, "check": c, "rules": c.get("rules") or [],
+                    "headline": _headline(c.get("message")),
+                    "recent": (ev.get("exchanges") or [])[-3:],
                     "anchors": [f"{c['outcome']}-{ci}-{rid}" for rid in c.get("rules") or []],
                     "notes": json.dumps(ev.get("notes"), indent=1) if ev.get("notes") else "",
                     "timings": ev.get("timings") or [],
@@ -195,7 +204,8 @@ def build(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 key = c["name"]
                 check_rules[key] = c.get("rules") or []
                 by_check[key].append(dict(t, row=f"{columns[ci]}: {t['label']}"))
-    plots = [{"check": k, "rules": check_rules[k], "svg": timing_svg(k, v)} for k, v in sorted(by_check.items())]
+    plots = [{"check": k, "rules": check_rules[k], "svg": timing_svg(f"{k} — {', '.join(check_rules[k])}", v)}
+             for k, v in sorted(by_check.items())]
     totals = []
     for ci, r in enumerate(runs):
         outs = [c["outcome"] for c in r["checks"]]
@@ -214,6 +224,7 @@ def build(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def render(runs: list[dict[str, Any]]) -> str:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, default=str, ensure_ascii=False)
+    env.filters["tojson_compact"] = lambda v: json.dumps(v, default=str, ensure_ascii=False)
     return env.get_template("conformance.html.j2").render(**build(runs))
 
 

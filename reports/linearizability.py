@@ -43,6 +43,10 @@ def _never_read(_input: Any) -> bool:
     return False
 
 
+def _identity(ops: list[Operation]) -> list[Operation]:
+    return ops
+
+
 def _describe(i: Any, o: Any) -> str:
     return f"{i!r} -> {o!r}"
 
@@ -50,13 +54,15 @@ def _describe(i: Any, o: Any) -> str:
 @dataclass(frozen=True)
 class Model:
     """Pure functions: ``init() -> state``; ``step(state, input, output) -> (legal, state')`` (states hashable);
-    ``partition(ops) -> [(part key, ops)]``; ``is_read(input)`` marks ops without effect (used to cut prefixes)."""
+    ``partition(ops) -> [(part key, ops)]``; ``is_read(input)`` marks ops without effect (used to cut prefixes);
+    ``prepare(ops) -> ops`` derives per-(sub)history data the step needs (run on each part and each prefix)."""
 
     name: str
     init: Callable[[], Any]
     step: Callable[[Any, Any, Any], tuple[bool, Any]]
     partition: Callable[[list[Operation]], list[tuple[Any, list[Operation]]]] = _no_partition
     is_read: Callable[[Any], bool] = _never_read
+    prepare: Callable[[list[Operation]], list[Operation]] = _identity
     describe_operation: Callable[[Any, Any], str] = _describe
     describe_state: Callable[[Any], str] = repr
 
@@ -182,7 +188,7 @@ def _counterexample(model: Model, ops: Sequence[Operation], deadline: float) -> 
     while lo < hi:
         mid = (lo + hi) // 2
         sub, _ = _prefix(model, ops, mid, by_ret)
-        v = _search(model, sub, deadline)
+        v = _search(model, model.prepare(sub), deadline)
         if v == ILLEGAL:
             hi = mid
         else:
@@ -211,7 +217,7 @@ def check_part(model: Model, key: Any, ops: Sequence[Operation], budget_s: float
     """Check one part within ``budget_s`` seconds; illegal parts get a counterexample window."""
     t0 = time.monotonic()
     deadline = t0 + budget_s
-    verdict = _search(model, ops, deadline)
+    verdict = _search(model, model.prepare(list(ops)), deadline)
     cex = None
     if verdict == ILLEGAL:
         cex = _counterexample(model, ops, t0 + 2 * budget_s)

@@ -1,7 +1,8 @@
 """Linearizability models for Kafka histories, and the extraction of their operations from our contract.
 
 ``PARTITION_LOG``: each topic-partition is a log. ``append(value) -> offset`` is legal iff the offset is past every
-offset already in the log (offsets strictly increase; holes are allowed, as transactions leave them); a poll is a
+offset already in the log (offsets strictly increase; holes are allowed, as transactions leave them), encoded as
+"the n-th append has the n-th smallest offset" so that a wrong order fails at once; a poll is a
 read of ``(offset, value)`` pairs, legal iff each pair is in the log. Failed sends are dropped; info sends are
 kept (with the offset a poll saw them at) only if some poll read them, since an unread info send may or may not
 have happened and an append nobody read is indistinguishable from a hole.
@@ -22,14 +23,16 @@ from .linearizability import INF, Model, Operation
 # ---------------------------------------------------------------- partition log
 
 def _log_init() -> tuple[int, int]:
-    return (0, 0)  # (next offset lower bound, bitmask of (offset, value) pair ids present)
+    return (0, 0)  # (appends so far, bitmask of the (offset, value) pair ids in the log)
 
 
 def _log_step(state: tuple[int, int], inp: tuple, out: Any) -> tuple[bool, Any]:
-    nxt, mask = state
+    count, mask = state
     if inp[0] == "append":
-        if out >= nxt:
-            return True, (out + 1, mask | (1 << inp[3]))
+        # inp[4] is the append's rank among the part's append offsets (see log_operations): appends must land
+        # in offset order, so the n-th append linearized must be the one with the n-th smallest offset.
+        if inp[4] == count:
+            return True, (count + 1, mask | (1 << inp[3]))
         return False, state
     for _off, _v, pid in out:
         if not (mask >> pid) & 1:
@@ -55,7 +58,25 @@ def _log_describe(inp: tuple, out: Any) -> str:
 
 
 def _log_state(state: tuple[int, int]) -> str:
-    return f"next offset >= {state[0]}, {bin(state[1]).count('1')} records"
+    return f"{state[0]} appends, {bin(state[1]).count('1')} records"
+
+
+def rank_appends(ops: list[Operation]) -> list[Operation]:
+    """Give each append its rank among its partition's append offsets (equal offsets share a rank, so only one
+    of them can ever be linearized). Equivalent to "offset above every offset in the log" with holes allowed,
+    since every append in the part happened; but a wrong order now fails at once instead of deep in the search."""
+    offsets: dict[str, list[int]] = {}
+    for op in ops:
+        if op.input[0] == "append":
+            offsets.setdefault(op.input[1], []).append(op.output)
+    rank: dict[str, dict[int, int]] = {}
+    for k, offs in offsets.items():
+        r: dict[int, int] = {}
+        for i, o in enumerate(sorted(offs)):
+            r.setdefault(o, i)
+        rank[k] = r
+    return [Operation(op.client, (*op.input[:4], rank[op.input[1]][op.output]), op.output, op.call, op.ret, op.ref)
+            if op.input[0] == "append" else op for op in ops]
 
 
 PARTITION_LOG = Model(
@@ -64,60 +85,10 @@ PARTITION_LOG = Model(
     step=_log_step,
     partition=_by_key,
     is_read=_log_is_read,
+    prepare=rank_appends,
     describe_operation=_log_describe,
     describe_state=_log_state,
 )
-
-
-def _send_records(value: dict) -> list[dict]:
-    return value["records"] if "records" in value else [value]
-
-
-def log_operations(ops: Sequence[dict]) -> list[Operation]:
-    """Appends and reads of every partition, paired invoke -> completion."""
-    read_at: dict[tuple[str, Any], int] = {}
-    for op in ops:
-        if op["f"] == "poll" and op["type"] == "ok":
-            for r in op["value"]["records"]:
-                read_at.setdefault((key_of(r["topic"], r["partition"]), r["value"]), r["offset"])
-    pids: dict[str, dict[tuple, int]] = {}
-
-    def pid(key: str, off: int, v: Any) -> int:
-        table = pids.setdefault(key, {})
-        i = table.get((off, v))
-        if i is None:
-            i = table[(off, v)] = len(table)
-        return i
-
-    calls: dict[int, int] = {}
-    out: list[Operation] = []
-    for op in ops:
-        p, typ, f = op["process"], op["type"], op["f"]
-        if typ == "invoke":
-            calls[p] = op["time_ns"]
-            continue
-        call = calls.pop(p, op["time_ns"])
-        if f == "send":
-            if typ == "fail":
-                continue
-            for r in _send_records(op["value"]):
-                k = key_of(r["topic"], r["partition"])
-                v = r["value"]
-                off = r.get("offset")
-                if typ == "ok" and off is not None:
-                    out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, op["time_ns"], op["index"]))
-                else:
-                    off = read_at.get((k, v), off if (k, v) in read_at else None)
-                    if off is not None:  # an info send somebody read: it happened, outcome time unknown
-                        out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, INF, op["index"]))
-        elif f == "poll" and typ == "ok":
-            per_key: dict[str, list] = {}
-            for r in op["value"]["records"]:
-                k = key_of(r["topic"], r["partition"])
-                per_key.setdefault(k, []).append((r["offset"], r["value"], pid(k, r["offset"], r["value"])))
-            for k, pairs in per_key.items():
-                out.append(Operation(p, ("read", k), tuple(pairs), call, op["time_ns"], op["index"]))
-    return out
 
 
 # ---------------------------------------------------------------- committed offsets
@@ -154,7 +125,16 @@ COMMITTED_OFFSETS = Model(
 
 
 def offset_operations(ops: Sequence[dict]) -> list[Operation]:
-    """Commits (writes) and offset fetches (reads) per (group, topic-partition)."""
+    """Commits (writes) and offset fetches (reads) per (group, topic-partition).
+
+    An info commit whose offset no fetch ever returned is dropped: no read depends on it, so the history is
+    linearizable with it (placed last) iff it is without it; keeping it would make the search try it everywhere.
+    """
+    fetched: set[tuple[str, str, Any]] = set()
+    for op in ops:
+        if op["f"] == "fetch_offsets" and op["type"] == "ok":
+            g = op["value"]["group"]
+            fetched.update((g, k, o) for k, o in op["value"]["offsets"].items())
     calls: dict[int, int] = {}
     out: list[Operation] = []
     for op in ops:
@@ -169,11 +149,71 @@ def offset_operations(ops: Sequence[dict]) -> list[Operation]:
             v = op["value"]
             ret = op["time_ns"] if typ == "ok" else INF
             for k, o in v["offsets"].items():
+                if ret == INF and (v["group"], k, o) not in fetched:
+                    continue
                 out.append(Operation(p, ("commit", (v["group"], k), o), None, call, ret, op["index"]))
         elif f == "fetch_offsets" and typ == "ok":
             v = op["value"]
             for k, o in v["offsets"].items():
                 out.append(Operation(p, ("fetch", (v["group"], k)), o, call, op["time_ns"], op["index"]))
+    return out
+
+
+def _send_records(value: dict) -> list[dict]:
+    return value["records"] if "records" in value else [value]
+
+
+def log_operations(ops: Sequence[dict]) -> list[Operation]:
+    """Appends and reads of every partition, paired invoke -> completion."""
+    read_at: dict[tuple[str, Any], int] = {}
+    first_seen: dict[tuple[str, Any], int] = {}  # (key, value) -> earliest completion of a poll that read it
+    for op in ops:
+        if op["f"] == "poll" and op["type"] == "ok":
+            for r in op["value"]["records"]:
+                kv = (key_of(r["topic"], r["partition"]), r["value"])
+                read_at.setdefault(kv, r["offset"])
+                first_seen.setdefault(kv, op["time_ns"])
+    pids: dict[str, dict[tuple, int]] = {}
+
+    def pid(key: str, off: int, v: Any) -> int:
+        table = pids.setdefault(key, {})
+        i = table.get((off, v))
+        if i is None:
+            i = table[(off, v)] = len(table)
+        return i
+
+    calls: dict[int, int] = {}
+    out: list[Operation] = []
+    for op in ops:
+        p, typ, f = op["process"], op["type"], op["f"]
+        if typ == "invoke":
+            calls[p] = op["time_ns"]
+            continue
+        call = calls.pop(p, op["time_ns"])
+        if f == "send":
+            if typ == "fail":
+                continue
+            for r in _send_records(op["value"]):
+                k = key_of(r["topic"], r["partition"])
+                v = r["value"]
+                off = r.get("offset")
+                if typ == "ok" and off is not None:
+                    out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, op["time_ns"], op["index"]))
+                else:
+                    off = read_at.get((k, v), off if (k, v) in read_at else None)
+                    if off is not None:
+                        # An info send somebody read: it happened, and before that read returned. Bounding its
+                        # return there is sound (a later linearization point would make the read illegal) and
+                        # keeps the search from trying it at every step until the end of the history.
+                        ret = first_seen.get((k, v), INF)
+                        out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, ret, op["index"]))
+        elif f == "poll" and typ == "ok":
+            per_key: dict[str, list] = {}
+            for r in op["value"]["records"]:
+                k = key_of(r["topic"], r["partition"])
+                per_key.setdefault(k, []).append((r["offset"], r["value"], pid(k, r["offset"], r["value"])))
+            for k, pairs in per_key.items():
+                out.append(Operation(p, ("read", k), tuple(pairs), call, op["time_ns"], op["index"]))
     return out
 
 

@@ -15,19 +15,23 @@ def app(client, v, off, call, ret, pid):
     return Operation(client, ("append", K, v, pid), off, call, ret)
 
 
+def check_log(ops, **kw):
+    return check_operations(PARTITION_LOG, ops, **kw)
+
+
 def read(client, pairs, call, ret):
     return Operation(client, ("read", K), tuple(pairs), call, ret)
 
 
 def test_log_concurrent_appends_linearizable_in_either_order():
     ops = [app(0, "a", 1, 0, 10, 0), app(1, "b", 0, 1, 9, 1), read(2, [(0, "b", 1), (1, "a", 0)], 11, 12)]
-    assert check_operations(PARTITION_LOG, ops).verdict == OK
+    assert check_log(ops).verdict == OK
 
 
 def test_log_stale_offset_after_completed_append_is_illegal_with_window():
     # a completed at offset 1 before b was invoked, yet b got offset 0.
     ops = [app(0, "a", 1, 0, 5, 0), app(1, "b", 0, 6, 9, 1), read(2, [(0, "b", 1), (1, "a", 0)], 10, 12)]
-    r = check_operations(PARTITION_LOG, ops)
+    r = check_log(ops)
     assert r.verdict == ILLEGAL
     cex = r.parts[0].counterexample
     assert cex["prefix_completions"] == 2 and cex["minimal"]
@@ -37,10 +41,10 @@ def test_log_stale_offset_after_completed_append_is_illegal_with_window():
 
 def test_log_read_of_value_before_its_append_was_invoked_is_illegal():
     ops = [read(0, [(0, "a", 0)], 0, 5), app(1, "a", 0, 6, 9, 0)]
-    assert check_operations(PARTITION_LOG, ops).verdict == ILLEGAL
+    assert check_log(ops).verdict == ILLEGAL
     # ...but fine if the append was concurrent with the read.
     ops = [read(0, [(0, "a", 0)], 0, 7), app(1, "a", 0, 6, 9, 0)]
-    assert check_operations(PARTITION_LOG, ops).verdict == OK
+    assert check_log(ops).verdict == OK
 
 
 def test_offsets_register_linearizable_and_not():
@@ -101,3 +105,12 @@ def test_parallel_parts_agree_with_serial_and_stop_early():
     assert [(p.key, p.verdict) for p in serial.parts] == [(p.key, p.verdict) for p in par.parts]
     first = check_operations(PARTITION_LOG, ops, budget_s=10, stop_on_illegal=True)
     assert first.verdict == ILLEGAL and len(first.parts) < len(serial.parts)
+
+
+def test_ten_thousand_op_partition_with_ten_processes_is_decided_quickly():
+    # One partition, 10 concurrent processes, info sends that did and did not happen (holes in the log).
+    h = synth.generate("r", seed=2, n_ops=25_000, processes=10, partitions=1, p_info=0.05)
+    ops = log_operations(h.ops)
+    assert len(ops) > 10_000
+    r = check_operations(PARTITION_LOG, ops, budget_s=20)
+    assert r.verdict == OK and r.parts[0].elapsed_s < 5

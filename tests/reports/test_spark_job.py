@@ -33,9 +33,10 @@ def _make_runs(d, n: int, ops: int = 60, every: int = 7) -> None:
             h = synth.with_anomaly(h, synth.SCENARIOS[(i // every) % len(synth.SCENARIOS)])
         if i % 5 == 0:
             write_parquet(h, os.path.join(d, f"run-{i:04d}.parquet"))
-        else:
-            write_jsonl(h, os.path.join(d, f"sub{i % 3}", f"run-{i:04d}.jsonl") if os.makedirs(
-                os.path.join(d, f"sub{i % 3}"), exist_ok=True) is None else "")
+        else:  # JSONL in subdirectories: the job searches directories recursively
+            sub = os.path.join(d, f"sub{i % 3}")
+            os.makedirs(sub, exist_ok=True)
+            write_jsonl(h, os.path.join(sub, f"run-{i:04d}.jsonl"))
 
 
 def _direct(d) -> dict:

@@ -1,0 +1,89 @@
+"""Benchmark the history checkers (prints figures; a few minutes at most).
+
+    /work/venv/bin/python benchmarks/bench_checkers.py [--ops 1000000] [--lin-ops 10000]
+
+1. Anomaly checker: operations per second over one generated run of ``--ops`` operations (10 processes,
+   10 partitions, polls of up to 8 records), single core. Also the validated JSONL read speed, for context.
+2. Linearizability: one partition with ``--lin-ops`` log operations from 10 concurrent processes (Wing-Gong-Lowe),
+   and the committed-offsets register of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from history import read, write_jsonl  # noqa: E402
+from reports import synth  # noqa: E402
+from reports.checkers import analyze  # noqa: E402
+from reports.linearizability import check_operations  # noqa: E402
+from reports.models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_operations  # noqa: E402
+
+
+def best_of(n: int, fn) -> float:  # noqa: ANN001
+    best = float("inf")
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ops", type=int, default=1_000_000)
+    ap.add_argument("--lin-ops", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    h = synth.generate("bench", seed=1, n_ops=args.ops, processes=10, partitions=10)
+    gen_s = time.perf_counter() - t
+    records = sum(len(o["value"]["records"]) for o in h.ops if o["f"] == "poll" and o["type"] == "ok")
+    print(f"history: {len(h.ops):,} operations, {records:,} polled records (generated in {gen_s:.1f}s)")
+
+    res = analyze(h.ops, h.settings)
+    assert res.valid, res.counts
+    dt = best_of(args.repeat, lambda: analyze(h.ops, h.settings))
+    print(f"anomaly checker: {dt:.2f}s -> {len(h.ops) / dt:,.0f} ops/s "
+          f"({(len(h.ops) + records) / dt:,.0f} ops+records/s), one core")
+    bad = synth.with_anomaly(h, "lost-write")
+    dt_bad = best_of(1, lambda: analyze(bad.ops, bad.settings))
+    print(f"anomaly checker with a lost write: {len(bad.ops) / dt_bad:,.0f} ops/s, "
+          f"found {sorted(analyze(bad.ops).found)}")
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "h.jsonl")
+        write_jsonl(h, path)
+        size = os.path.getsize(path)
+        dt_read = best_of(1, lambda: read(path))
+        print(f"validated JSONL read: {dt_read:.2f}s -> {len(h.ops) / dt_read:,.0f} ops/s ({size / 1e6:.0f} MB)")
+
+    # Linearizability: one partition, 10 concurrent processes, about --lin-ops log operations.
+    n = int(args.lin_ops * 1.25)
+    lh = synth.generate("lin", seed=2, n_ops=n, processes=10, partitions=1, p_info=0.05)
+    ops = log_operations(lh.ops)
+    t = time.perf_counter()
+    r = check_operations(PARTITION_LOG, ops, budget_s=300)
+    dt = time.perf_counter() - t
+    print(f"linearizability partition-log: {len(ops):,} ops in 1 partition, 10 processes: {r.verdict} in {dt:.2f}s "
+          f"({len(ops) / dt:,.0f} ops/s)")
+    oops = offset_operations(lh.ops)
+    t = time.perf_counter()
+    r = check_operations(COMMITTED_OFFSETS, oops, budget_s=300)
+    dt = time.perf_counter() - t
+    print(f"linearizability committed-offsets: {len(oops):,} ops: {r.verdict} in {dt:.2f}s")
+    bad = synth.with_anomaly(lh, "nonmonotonic-send")
+    t = time.perf_counter()
+    r = check_operations(PARTITION_LOG, log_operations(bad.ops), budget_s=300)
+    dt = time.perf_counter() - t
+    print(f"linearizability with a violation: {r.verdict} in {dt:.2f}s (incl. smallest-window search)")
+
+
+if __name__ == "__main__":
+    main()
