@@ -10,7 +10,6 @@ from confluent_kafka import Consumer as CKConsumer
 from kct_client_helpers import run
 from kct_group_helpers import create_topic, produce, unique, until
 
-from reference_broker.client.assignors import MemberSubscription, RangeAssignor
 from reference_broker.client.group import GroupConsumer
 from reference_broker.client.types import TopicPartition
 
@@ -89,11 +88,12 @@ def test_shares_partitions_with_librdkafka_by_range(group_broker: tuple[str, str
                         and ours.assignment() | rd.assigned == every and not ours.assignment() & rd.assigned)
 
             await until(shared, 40, "our consumer and librdkafka sharing 3 + 3 partitions")
-            expected = RangeAssignor.assign(
-                [MemberSubscription(ours.member_id, (topic,)), MemberSubscription(rd.member_id, (topic,))],
-                {topic: PARTS})
-            assert ours.assignment() == set(expected[ours.member_id])
-            assert rd.assigned == set(expected[rd.member_id])
+            # Java's RangeAssignor: members sorted by member id, the first takes partitions 0-2 (whoever leads)
+            first, second = sorted([ours.member_id, rd.member_id])
+            expected = {first: {TopicPartition(topic, p) for p in range(3)},
+                        second: {TopicPartition(topic, p) for p in range(3, 6)}}
+            assert ours.assignment() == expected[ours.member_id]
+            assert rd.assigned == expected[rd.member_id]
 
             sent = await produce(bootstrap, topic, PARTS, 120, "mixed")
             await until(lambda: set(got) | set(rd.values) >= sent, 20, "every record read by one of the two")
