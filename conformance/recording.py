@@ -13,6 +13,10 @@ Encoding (history/schema.py is the contract; additions here are plain extra ``f`
   polls): invoke ``{partitions: {"t/0": offset}, max_wait_ms, min_bytes}``, ok ``{records: [...], errors: {...}}``.
 - ``list_offsets`` invoke ``{topic, partition, timestamp}``, ok adds ``offset``; ``delete_records`` invoke
   ``{topic, partition, offset}``, ok adds ``low_watermark``; ``commit`` / ``fetch_offsets`` as in the contract.
+- header settings: ``partial_reads: true`` — checks read selectively on purpose (DeleteRecords, resets to
+  latest, raw fetches recorded as ``fetch``), so Jepsen's ``lost-write``/``unseen`` (which assume every value is
+  eventually polled) do not apply to these histories; ``duplicate``, ``inconsistent-offsets``,
+  ``nonmonotonic-send`` and the poll-order anomalies do.
 - ``check`` — a bookkeeping event (process -1) at the start of each check with its node id and rules, so a
   history line can be traced to the check that made it.
 """
@@ -60,7 +64,8 @@ class SessionHistory:
         self.run_id = run_id
         self.path = path
         self.recorder = Recorder(run_id, target=target, sink=path,
-                                 settings={"source": "conformance", "sub_via": ["assign"], **(settings or {})})
+                                 settings={"source": "conformance", "sub_via": ["assign"], "partial_reads": True,
+                                           **(settings or {})})
         self._processes = itertools.count(0)
         self._lock = threading.Lock()
 

@@ -118,8 +118,8 @@ class FetchResult:
         for p in self.partitions:
             if p.topic == topic and p.partition == partition:
                 return p
-        raise TargetDiverged(f"Fetch answer has no entry for {topic}/{partition}: "
-                             f"{[(p.topic, p.partition) for p in self.partitions]}")
+        raise TargetDiverged(f"the Fetch answer left out partition {topic}/{partition} (it answered for "
+                             f"{[f'{p.topic}/{p.partition}' for p in self.partitions] or 'no partitions'})")
 
     @property
     def records_bytes(self) -> int:
