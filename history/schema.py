@@ -225,6 +225,17 @@ def validate_header(h: Any) -> dict:
     return body
 
 
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    _orjson = None
+
+
 def dumps(obj: Any) -> str:
-    """Compact, stable JSON used for every line and for Parquet's ``value`` column."""
+    """Compact JSON (keys in insertion order) used for every line and for Parquet's ``value`` column."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(obj).decode()
+        except TypeError:  # e.g. integers beyond 64 bits: the standard library copes
+            pass
     return json.dumps(obj, separators=(",", ":"), sort_keys=False)

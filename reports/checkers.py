@@ -151,49 +151,41 @@ def analyze(ops: Sequence[dict], settings: dict | None = None) -> CheckResult:
             if not recs:
                 continue
             n_records += len(recs)
-            r0 = recs[0]
-            k0 = (r0["topic"], r0["partition"])
-            single = True
+            # One pass; Kafka returns each partition's records contiguously, so switch key only on a change.
+            groups: dict[tuple, tuple[_Key, list]] = {}
+            cur_t = cur_p = None
+            ks = vals = log = readers = None
             for r in recs:
-                if r["partition"] != k0[1] or r["topic"] != k0[0]:
-                    single = False
-                    break
-            if single:
-                ks = ks_of(k0)
-                vals = []
-                log = ks.log
-                readers = ks.readers
-                for r in recs:
-                    v = r["value"]
-                    off = r["offset"]
-                    prev = log.get(off, _MISSING)
-                    if prev is _MISSING:
-                        log[off] = v
-                    elif prev != v:
-                        ks.observe(off, v)
-                    if v not in readers:
-                        readers[v] = pos
-                    vals.append(v)
-                groups = ((k0, ks, vals),)
-            else:
-                by_key: dict[tuple, list] = {}
-                for r in recs:
-                    k = (r["topic"], r["partition"])
-                    v = r["value"]
-                    ks = ks_of(k)
-                    ks.observe(r["offset"], v)
-                    if v not in ks.readers:
-                        ks.readers[v] = pos
-                    lst = by_key.get(k)
-                    if lst is None:
-                        by_key[k] = [v]
+                t = r["topic"]
+                pt = r["partition"]
+                if pt != cur_p or t != cur_t:
+                    cur_t, cur_p = t, pt
+                    k = (t, pt)
+                    g = groups.get(k)
+                    if g is None:
+                        ks = keys.get(k)
+                        if ks is None:
+                            ks = keys[k] = _Key()
+                        vals = []
+                        groups[k] = (ks, vals)
                     else:
-                        lst.append(v)
-                groups = tuple((k, keys[k], vals) for k, vals in by_key.items())
+                        ks, vals = g
+                    log = ks.log
+                    readers = ks.readers
+                v = r["value"]
+                off = r["offset"]
+                prev = log.get(off, _MISSING)
+                if prev is _MISSING:
+                    log[off] = v
+                elif prev != v:
+                    ks.observe(off, v)
+                if v not in readers:
+                    readers[v] = pos
+                vals.append(v)
             lr = last_read.get(p)
             if lr is None:
                 lr = last_read[p] = {}
-            for k, ks, vals in groups:
+            for k, (ks, vals) in groups.items():
                 if len(vals) > 1:
                     ks.polls.append((pos, vals))
                 prev = lr.get(k)

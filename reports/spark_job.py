@@ -181,7 +181,12 @@ def build_session(master: str | None = None, app_name: str = "kafka-history-chec
     if master:
         b = b.master(master)
     elif not _launched_by_spark_submit():
-        b = b.master("local[*]")
+        master = "local[*]"
+        b = b.master(master)
+    if master and master.startswith("local"):
+        # embedded: keep every socket on loopback (a cluster's driver must stay reachable, so only here)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     conf = {
         "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
         "spark.sql.execution.pyspark.udf.faulthandler.enabled": "true",
