@@ -25,7 +25,8 @@ Fixtures (all record into this check's evidence and the session history):
   ``join_new_member`` / ``sync_group`` / ``heartbeat`` / ``leave_group``, ``metadata`` / ``leader`` /
   ``coordinator``, and ``request(api, msg)`` for anything else. Versions are pinned (``wire.VERSIONS``).
 - ``wire_factory`` — ``async with await wire_factory() as w`` for a second client, or
-  ``wire_factory(target=fresh_target)``.
+  ``wire_factory(target=fresh_target)``. Inside hypothesis examples (where function-scoped fixtures are not
+  re-run), open one per example: ``await Wire.connect(bootstrap, evidence=evidence, history=history)``.
 - ``history`` — :class:`conformance.recording.SessionHistory`, one run id per session and target;
   ``history.process()`` gives a new client its process id; ``conformance.recording.Op`` records one operation
   (invoke, then ok/fail; leaving without either records info). ``conformance.clients`` wraps kafka-python and
@@ -40,7 +41,8 @@ nothing about the target). A check that cannot fail is a defect: prove each with
 (``--target-config faults=fetch.no_wake_on_append``; see ``reference_broker/faults.py`` and
 ``tests/conformance/``).
 
-Results: ``conformance-results/<run id>.json`` (``--kct-results DIR`` / ``--kct-results-file PATH``), history
+Histories declare ``partial_reads: true`` (checks read selectively), so ``lost-write``/``unseen`` from
+``python -m reports check`` do not apply to them. Results: ``conformance-results/<run id>.json`` (``--kct-results DIR`` / ``--kct-results-file PATH``), history
 in ``conformance-results/histories/<run id>.jsonl``; ``--alluredir DIR`` adds allure results (rule labels,
 target parameter, evidence attachment). Report: ``python -m reports conformance RESULTS.json ... --out DIR``.
 
