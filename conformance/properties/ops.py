@@ -15,6 +15,7 @@ from kafka.protocol.admin import (
     DeleteRecordsRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    ElectLeadersRequest,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -56,7 +57,7 @@ EARLIEST, LATEST = -2, -1
 
 # Highest version we use per API key: newer ones change the request's shape, not the rule under test.
 CAPS = {0: 9, 1: 12, 2: 7, 3: 12, 8: 8, 9: 7, 10: 3, 11: 9, 12: 4, 13: 5, 14: 5, 15: 5, 19: 7, 21: 2, 23: 4,
-        32: 4}
+        32: 4, 43: 2}
 
 CONSUMER_PROTOCOLS = [("range", b"\x00\x01meta")]
 
@@ -129,7 +130,7 @@ async def _call(c: Connection, req: Any, version_: int, timeout: float = 30.0) -
 def version(c: Connection, api_key: int) -> int:
     if api_key not in c.versions:
         raise TargetDiverged(f"broker at {c.host}:{c.port} does not serve api key {api_key}")
-    return c.versions[api_key]
+    return min(c.versions[api_key], CAPS.get(api_key, c.versions[api_key]))
 
 
 def batch(values: list[bytes], timestamp: int = 1_700_000_000_000) -> bytes:
@@ -192,15 +193,21 @@ async def produce(c: Connection, topic: str, partition: int, values: list[bytes]
 
 
 async def fetch(c: Connection, topic: str, partition: int, offset: int, max_wait_ms: int = 0,
-                max_bytes: int = 1 << 20, replica_id: int = -1) -> Fetched:
-    """A sessionless consumer Fetch (read_uncommitted) of one partition."""
+                max_bytes: int = 1 << 20, replica_id: int = -1, min_bytes: int = 1,
+                current_leader_epoch: int = -1) -> Fetched:
+    """A sessionless consumer Fetch (read_uncommitted) of one partition; ``current_leader_epoch`` >= 0 makes the
+    broker refuse (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) unless it leads in exactly that epoch (KIP-320)."""
     T = FetchRequest.FetchTopic
-    req = FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+    req = FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
                        isolation_level=0, session_id=0, session_epoch=-1, topics=[T(topic=topic, partitions=[
                            T.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes,
-                                            current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)])],
+                                            current_leader_epoch=current_leader_epoch, last_fetched_epoch=-1,
+                                            log_start_offset=-1)])],
                        forgotten_topics_data=[], rack_id="")
     r = await _call(c, req, version(c, 1), timeout=max_wait_ms / 1000 + 30)
+    if not r.body.responses or not r.body.responses[0].partitions:
+        raise TargetDiverged(f"Fetch of {topic}/{partition} at {offset} (max_wait_ms {max_wait_ms}) answered without "
+                             f"that partition: {r.body}")
     p = r.body.responses[0].partitions[0]
     return Fetched(p.error_code, p.high_watermark, p.log_start_offset, decode_records(p.records))
 
@@ -381,3 +388,14 @@ async def broker_configs(c: Connection, broker_id: int, keys: list[str]) -> dict
     if res.error_code:
         return None
     return {cfg.name: cfg.value for cfg in res.configs if cfg.value is not None}
+
+
+async def elect_preferred_leader(c: Connection, topic: str, partition: int) -> int:
+    """ElectLeaders (PREFERRED) for one partition (send it to the controller or any broker, KIP-460); its error."""
+    T = ElectLeadersRequest.TopicPartitions
+    req = ElectLeadersRequest(election_type=0, topic_partitions=[T(topic=topic, partitions=[partition])],
+                              timeout_ms=30_000)
+    r = await _call(c, req, version(c, 43), timeout=40)
+    if getattr(r.body, "error_code", 0):
+        return r.body.error_code
+    return r.body.replica_election_results[0].partition_result[0].error_code
