@@ -65,11 +65,26 @@ def split_parts(ops: Sequence[dict]) -> list[tuple[str, str, list[dict]]]:
             src = op if typ != "invoke" else (ops[completion[i]] if i in completion else None)
             if src is None or src["type"] != "ok":
                 continue
+            recs = src["value"]["records"]
+            if not recs:
+                continue
             by_key = {}
-            for r in src["value"]["records"]:
-                by_key.setdefault(key_of(r["topic"], r["partition"]), []).append(r)
-            for k, recs in by_key.items():
-                put(TP, k, _proj(op, v if typ == "invoke" else {"records": recs}))
+            cur = None
+            lst: list = []
+            for r in recs:  # records come grouped by partition; switch lists only on a change
+                tp = (r["topic"], r["partition"])
+                if tp != cur:
+                    cur = tp
+                    lst = by_key.get(tp)
+                    if lst is None:
+                        lst = by_key[tp] = []
+                lst.append(r)
+            if typ == "invoke" or len(by_key) == 1:  # the op itself serves every part (never mutated)
+                for t, pn in by_key:
+                    put(TP, f"{t}/{pn}", op)
+            else:
+                for (t, pn), rs in by_key.items():
+                    put(TP, f"{t}/{pn}", _proj(op, {"records": rs}))
         elif f in _BROADCAST:
             broadcast.append(op)
             if f == "assign":

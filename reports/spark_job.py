@@ -6,20 +6,21 @@ cluster with the same file: ``spark-submit --master spark://host:7077 reports/sp
 Plan (DataFrames throughout):
 
 1. ``binaryFile`` source: one row per history file (JSONL, JSONL.gz or Parquet, on any Hadoop file system).
-2. ``mapInPandas`` *split*: each file is parsed and validated with :mod:`history` (the same code a direct check
-   uses) and each run is split into parts: one per topic-partition and one per (group, topic-partition)
-   (P-compositionality, see :mod:`reports.analysis`), plus one ``run`` row with its latencies.
-3. ``repartition(run_id, key)`` + ``mapInPandas`` *check*: the executors run the anomaly checker and the
-   linearizability search on each (run, part) group.
-4. ``groupBy`` aggregations into the tables ``runs``, ``targets``, ``anomalies``, ``rules`` and ``parts`` (Parquet),
+2. ``mapInPandas``: each file is parsed and validated with :mod:`history` (the same code a direct check uses),
+   each run is split into groups: one per topic-partition and one per (group, topic-partition)
+   (P-compositionality, see :mod:`reports.analysis`), and the executor runs the anomaly checker and the
+   linearizability search on every (run, group); plus one ``run`` row per run with its latencies. Files are
+   whole runs, so no shuffle is needed to form the groups.
+3. ``groupBy`` aggregations into the tables ``runs``, ``targets``, ``anomalies``, ``rules`` and ``parts`` (Parquet),
    and ``report.html``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
-import pickle
 import sys
 import threading
 import time
@@ -35,7 +36,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: import from th
 
 from history.io import CorruptLineWarning, read_bytes  # noqa: E402
 from history.schema import HistoryError  # noqa: E402
-from reports.analysis import GROUP, TP, PartVerdict, RunVerdict, check_part, split_parts  # noqa: E402
+from reports.analysis import PartVerdict, RunVerdict, check_part, split_parts  # noqa: E402
 from reports.checkers import acceptable  # noqa: E402
 
 HISTORY_GLOB = "*.{jsonl,gz,parquet,pq}"
@@ -43,10 +44,6 @@ HISTORY_GLOB = "*.{jsonl,gz,parquet,pq}"
 LAT_BINS = 33
 LAT_EDGES_NS = [10 ** (3 + i / 4) for i in range(LAT_BINS)]
 
-PART_SCHEMA = (
-    "run_id string, target string, nemesis string, settings string, path string, kind string, key string, "
-    "n_ops long, payload binary, error string, skipped_lines long, lat_send array<long>, lat_poll array<long>"
-)
 RESULT_SCHEMA = (
     "run_id string, target string, nemesis string, settings string, path string, kind string, key string, "
     "n_ops long, anomaly_counts map<string,long>, bad array<string>, cases string, lin_model string, "
@@ -82,62 +79,62 @@ def latency_histograms(ops: list[dict]) -> tuple[list[int], list[int]]:
 
 # ---------------------------------------------------------------- executor side
 
-def split_files(batches: Iterator, skip_corrupt: bool = False) -> Iterator:
-    """mapInPandas: (path, content) rows -> one ``run`` row and one row per part for every run in each file."""
-    import pandas as pd
-
-    for pdf in batches:
-        rows = []
-        for path, content in zip(pdf["path"], pdf["content"], strict=True):
-            try:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always", CorruptLineWarning)
-                    runs = read_bytes(bytes(content), path, skip_corrupt=skip_corrupt)
-                skipped = sum(1 for w in caught if issubclass(w.category, CorruptLineWarning))
-            except HistoryError as e:
-                rows.append({"run_id": None, "path": path, "kind": "error", "key": "", "n_ops": 0,
-                             "error": str(e), "skipped_lines": 0})
-                continue
-            for h in runs:
-                settings = json.dumps(h.settings, sort_keys=True)
-                common = {"run_id": h.run_id, "target": h.target, "nemesis": h.nemesis, "settings": settings,
-                          "path": path}
-                lat_send, lat_poll = latency_histograms(h.ops)
-                rows.append({**common, "kind": "run", "key": "", "n_ops": len(h.ops), "skipped_lines": skipped,
-                             "lat_send": lat_send, "lat_poll": lat_poll})
-                skipped = 0
-                for kind, key, ops in split_parts(h.ops):
-                    rows.append({**common, "kind": kind, "key": key, "n_ops": len(ops), "skipped_lines": 0,
-                                 "payload": pickle.dumps(ops, protocol=pickle.HIGHEST_PROTOCOL)})
-        cols = [c.split()[0] for c in PART_SCHEMA.split(", ")]
-        yield pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsing and checking allocate millions of small acyclic objects; the cyclic collector only slows that."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
-def check_groups(batches: Iterator, budget_s: float = 10.0) -> Iterator:
-    """mapInPandas: each (run, part) row -> its verdict (anomaly counts, evidence, linearizability)."""
+def _check_row(common: dict, kind: str, key: str, ops: list[dict], settings: dict, budget_s: float) -> dict:
+    pv: PartVerdict = check_part(kind, key, ops, settings, budget_s)
+    ok = acceptable(settings)
+    return {
+        **common, "kind": kind, "key": key, "n_ops": len(ops), "skipped_lines": 0,
+        "anomaly_counts": pv.anomaly_counts,
+        "bad": sorted(a for a in pv.anomaly_counts if a not in ok),
+        "cases": json.dumps(pv.cases, default=str) if pv.cases else None,
+        "lin_model": pv.lin_model, "lin_verdict": pv.lin_verdict, "lin_elapsed_s": pv.lin_elapsed_s,
+        "counterexample": json.dumps(pv.counterexample, default=str) if pv.counterexample else None,
+    }
+
+
+def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float = 10.0) -> Iterator:
+    """mapInPandas over (path, content) rows: parse and validate each file with :mod:`history`, split each run
+    into its (run, topic-partition) and (run, group-partition) groups and check every group, here on the
+    executor that read the file. Yields one ``run`` row per run (with latencies), one row per group, and one
+    ``error`` row per unreadable file."""
     import pandas as pd
 
     cols = [c.split()[0] for c in RESULT_SCHEMA.split(", ")]
     for pdf in batches:
-        out = []
-        for row in pdf.to_dict("records"):
-            res = {c: row.get(c) for c in cols if c in row}
-            res["anomaly_counts"] = {}
-            res["bad"] = []
-            if row["kind"] in (TP, GROUP):
-                settings = json.loads(row["settings"] or "{}")
-                ops = pickle.loads(row["payload"])
-                pv: PartVerdict = check_part(row["kind"], row["key"], ops, settings, budget_s)
-                ok = acceptable(settings)
-                res["anomaly_counts"] = pv.anomaly_counts
-                res["bad"] = sorted(a for a in pv.anomaly_counts if a not in ok)
-                res["cases"] = json.dumps(pv.cases, default=str) if pv.cases else None
-                res["lin_model"] = pv.lin_model
-                res["lin_verdict"] = pv.lin_verdict
-                res["lin_elapsed_s"] = pv.lin_elapsed_s
-                res["counterexample"] = json.dumps(pv.counterexample, default=str) if pv.counterexample else None
-            out.append(res)
-        yield pd.DataFrame([[r.get(c) for c in cols] for r in out], columns=cols, dtype=object)
+        rows = []
+        for path, content in zip(pdf["path"], pdf["content"], strict=True):
+            with _gc_paused():
+                try:
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always", CorruptLineWarning)
+                        runs = read_bytes(bytes(content), path, skip_corrupt=skip_corrupt)
+                    skipped = sum(1 for w in caught if issubclass(w.category, CorruptLineWarning))
+                except HistoryError as e:
+                    rows.append({"path": path, "kind": "error", "key": "", "n_ops": 0, "error": str(e),
+                                 "skipped_lines": 0, "anomaly_counts": {}, "bad": []})
+                    continue
+                for h in runs:
+                    common = {"run_id": h.run_id, "target": h.target, "nemesis": h.nemesis,
+                              "settings": json.dumps(h.settings, sort_keys=True), "path": path}
+                    lat_send, lat_poll = latency_histograms(h.ops)
+                    rows.append({**common, "kind": "run", "key": "", "n_ops": len(h.ops), "skipped_lines": skipped,
+                                 "lat_send": lat_send, "lat_poll": lat_poll, "anomaly_counts": {}, "bad": []})
+                    skipped = 0
+                    for kind, key, ops in split_parts(h.ops):
+                        rows.append(_check_row(common, kind, key, ops, h.settings, budget_s))
+        yield pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
 
 
 # ---------------------------------------------------------------- driver side
@@ -193,6 +190,8 @@ def build_session(master: str | None = None, app_name: str = "kafka-history-chec
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": os.environ.get("REPORTS_SHUFFLE_PARTITIONS", "8"),
+        # smaller file splits than the 128 MB default: checking is CPU-bound, so balance matters more than IO
+        "spark.sql.files.maxPartitionBytes": os.environ.get("REPORTS_MAX_PARTITION_BYTES", str(32 << 20)),
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.driver.memory": os.environ.get("REPORTS_SPARK_DRIVER_MEMORY", "2g"),
@@ -304,19 +303,12 @@ def run_job(
         if n_files == 0:
             raise HistoryError(f"no history files (.jsonl, .jsonl.gz, .parquet) at {histories}")
         prog.say(f"{n_files} history files")
-        par = max(2, spark.sparkContext.defaultParallelism)
-        files = files.repartition(min(n_files, par * 4))
+        def _process(it: Iterator) -> Iterator:
+            return process_files(it, skip_corrupt, budget_s)
 
-        def _split(it: Iterator) -> Iterator:
-            return split_files(it, skip_corrupt)
-
-        def _check(it: Iterator) -> Iterator:
-            return check_groups(it, budget_s)
-
-        parts = files.mapInPandas(_split, PART_SCHEMA)
-        results = (
-            parts.repartition(par * 4, "run_id", "key").mapInPandas(_check, RESULT_SCHEMA).cache()
-        )
+        # No shuffle before checking: a file holds whole runs, so its groups are formed and checked by the task
+        # that read it; moving every operation across the cluster to regroup them would only cost time.
+        results = files.mapInPandas(_process, RESULT_SCHEMA).cache()
         n_rows = results.count()
         timings["check_s"] = time.monotonic() - t0
         prog.say(f"checked {n_rows} (run, part) groups in {timings['check_s']:.1f}s")
