@@ -137,7 +137,7 @@ def test_static_member_fenced_by_new_instance(group_broker: tuple[str, str], gro
     """KIP-345: a second consumer with the same group.instance.id takes over; the old one gets FENCED_INSTANCE_ID."""
     _, bootstrap = group_broker
     group_quirk("tansu", "JoinGroup with a known group.instance.id and an empty member id answers the OLD member's "
-                "id (observed new.member_id == old.member_id == 'inst-1-<uuid>'), so nothing is fenced")
+                "id and the same generation (observed: both get 'inst-1-<uuid>', generation 0), so nothing is fenced")
 
     async def go() -> None:
         topic = await create_topic(bootstrap, 2)
@@ -241,5 +241,37 @@ def test_rebalance_completes_when_all_members_rejoined(group_broker: tuple[str, 
         finally:
             await second.close()
             await first.close()
+
+    run(go(), timeout=40)
+
+
+def test_expired_member_rejoins_after_unknown_member_id(group_broker: tuple[str, str], group_quirk) -> None:
+    """A member whose session expired between heartbeats (a pause longer than session.timeout.ms) is told
+    UNKNOWN_MEMBER_ID by its next heartbeat, drops its member id and rejoins with a fresh one (Java's
+    resetStateAndRejoin), getting its partitions back."""
+    _, bootstrap = group_broker
+    group_quirk("tansu", "a lone member heartbeating every 2.5 s with a 1 s session is never expired: its late "
+                "heartbeats and auto-commits keep succeeding (no UNKNOWN_MEMBER_ID in 7 s)")
+
+    async def go() -> None:
+        topic = await create_topic(bootstrap, 2)
+        # heartbeats every 2.5 s against a 1 s session: the coordinator expires the member between heartbeats
+        c = GroupConsumer(bootstrap, unique("g"), session_timeout_ms=1000, heartbeat_interval_ms=2500,
+                          auto_offset_reset="earliest")
+        async with c:
+            c.subscribe([topic])
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 7
+            while not c.stable:
+                await c.poll(50)
+            first_id = c.member_id
+            while not any(e == "heartbeat_error" and d == "UnknownMemberIdError" for _, e, d in c.events):
+                await c.poll(50)
+                assert loop.time() < end, f"no UNKNOWN_MEMBER_ID heartbeat: {c.events[-5:]}"
+            while not c.stable:
+                await c.poll(50)
+                assert loop.time() < end, "did not rejoin"
+            assert c.member_id != first_id
+            assert c.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
 
     run(go(), timeout=40)

@@ -151,3 +151,26 @@ def test_committed_offsets_survive_broker_restart(tmp_path: Path) -> None:
             assert sorted(got) == sorted(sent), "records committed before the restart were read again"
 
         run(after(), timeout=40)
+
+
+def test_seek_in_on_assign_overrides_committed(group_broker: tuple[str, str]) -> None:
+    """A seek from the on_assign callback wins over the committed offset (Java: a position set by the user is not
+    replaced by the committed offset)."""
+    _, bootstrap = group_broker
+
+    async def go() -> None:
+        topic = await create_topic(bootstrap, 1)
+        tp = TopicPartition(topic, 0)
+        group = unique("g")
+        await produce_each(bootstrap, topic, 6)
+        async with consumer(bootstrap, group, "earliest") as c:
+            await joined(c, topic)
+            await c.commit({tp: 1})
+        async with consumer(bootstrap, group, "earliest") as c:
+            c.subscribe([topic], on_assign=lambda tps: c.seek(tp, 4) if tp in tps else None)
+            assert await offsets_polled(c, tp, 2, timeout=10) == [4, 5]
+        async with consumer(bootstrap, group, "earliest") as c:  # without a seek: the committed offset
+            c.subscribe([topic])
+            assert await offsets_polled(c, tp, 5, timeout=10) == [1, 2, 3, 4, 5]
+
+    run(go(), timeout=40)
