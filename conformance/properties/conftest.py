@@ -1,0 +1,78 @@
+"""Hypothesis settings profiles, the replay directory option and the broker the state machines drive.
+
+Profiles: ``kct-ci`` (the default here: few examples, short sequences; both machines well under 30 s against
+the reference broker) and ``thorough`` (``--hypothesis-profile thorough``: long runs). Registered at import, so
+they exist before hypothesis's pytest plugin loads the one named on the command line; that works when this
+conftest is an initial one (``pytest conformance/properties ...``); for ``pytest conformance`` the conformance
+plugin must import this module first (see the package docs).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from fixtures.target import Target
+
+CI, THOROUGH = "kct-ci", "thorough"
+_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
+           "print_blob": False}
+settings.register_profile(CI, max_examples=20, stateful_step_count=15, database=None, **_COMMON)
+settings.register_profile(THOROUGH, max_examples=400, stateful_step_count=50, **_COMMON)
+
+# Group timings for machines against a reference broker: joins complete at once, sessions may be short.
+FAST_GROUPS = {"kafka.group.initial.rebalance.delay.ms": "0", "kafka.group.min.session.timeout.ms": "500"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--conformance-replay-dir", default=None, metavar="DIR",
+                     help="where property machines write replay scripts of shrunk counterexamples "
+                          "(default: the test's pytest tmp dir)")
+
+
+@dataclass(frozen=True)
+class MachineTarget:
+    """Where the machines send requests, and how a replay script starts the same kind of broker."""
+
+    bootstrap: str
+    kind: str
+    config: dict[str, str]
+
+
+def reference_config(target: Target) -> dict[str, str]:
+    """The ReferenceTarget constructor options that reproduce ``target`` (memory mode, settings, faults)."""
+    cfg = target.config()
+    out = {"memory": "true", **{f"kafka.{k}": str(v) for k, v in cfg.get("settings", {}).items()}}
+    if cfg.get("faults"):
+        out["faults"] = ",".join(cfg["faults"])
+    return out
+
+
+@pytest.fixture(scope="session")
+def machine_target(target: Target, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MachineTarget]:
+    """The session target; for a reference target, a sibling reference broker with the same settings and faults
+    plus fast group timings (a 3 s initial rebalance delay per group would dominate every example)."""
+    from fixtures.reference import ReferenceTarget
+
+    if not isinstance(target, ReferenceTarget):
+        yield MachineTarget(target.bootstrap, target.name, {})
+        return
+    config = {**reference_config(target), **FAST_GROUPS}
+    with ReferenceTarget(config, work_dir=tmp_path_factory.mktemp("machine-broker")) as sibling:
+        yield MachineTarget(sibling.bootstrap, "reference", config)
+
+
+@pytest.fixture
+def machine_settings(request: pytest.FixtureRequest) -> settings:
+    """The ``thorough`` profile when asked for on the command line, else ``kct-ci``."""
+    chosen = request.config.getoption("hypothesis_profile", default=None)
+    return settings.get_profile(THOROUGH if chosen == THOROUGH else CI)
+
+
+@pytest.fixture
+def replay_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    chosen = request.config.getoption("--conformance-replay-dir", default=None)
+    return Path(chosen) if chosen else tmp_path / "replays"
