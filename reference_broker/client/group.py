@@ -290,7 +290,7 @@ class GroupConsumer:
             self._maybe_auto_commit()
             if self._stable and self._owned:
                 await self._refresh_committed()
-                got = await self._fetch_or_wakeup(deadline, max_records)
+                got = await self._fetch_or_wakeup(max_records)
                 if got:
                     return got
             else:
@@ -299,13 +299,15 @@ class GroupConsumer:
             if loop.time() >= deadline:
                 return {}
 
-    async def _fetch_or_wakeup(
-        self, deadline: float, max_records: int | None
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    async def _fetch_or_wakeup(self, max_records: int | None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """One fetch round, abandoned as soon as the heartbeat task asks for a rejoin (or a fatal error)."""
         fetch = asyncio.ensure_future(self.consumer.poll(0, max_records))
         wake = asyncio.ensure_future(self._wakeup.wait())
         try:
             await asyncio.wait({fetch, wake}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            fetch.cancel()
+            raise
         finally:
             wake.cancel()
         if not fetch.done():
