@@ -121,7 +121,7 @@ class GroupBroker:
 
     @property
     def join_timeout_s(self) -> float:
-        return self.initial_delay_ms / 1000 + 30
+        return self.initial_delay_ms / 1000 + 15   # Kafka completes a join within the rebalance timeout (10 s)
 
 
 async def _configs_via_describe(bootstrap: str) -> dict[str, str] | None:
