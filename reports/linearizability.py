@@ -17,14 +17,13 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 OK, ILLEGAL, UNKNOWN = "ok", "illegal", "unknown"
 INF = float("inf")
 
 
-@dataclass(frozen=True)
-class Operation:
+class Operation(NamedTuple):
     """One operation as the search sees it: ``ret`` is ``INF`` when the outcome is unknown (info)."""
 
     client: int

@@ -165,18 +165,20 @@ def _send_records(value: dict) -> list[dict]:
 
 def log_operations(ops: Sequence[dict]) -> list[Operation]:
     """Appends and reads of every partition, paired invoke -> completion."""
-    read_at: dict[tuple[str, Any], int] = {}
-    first_seen: dict[tuple[str, Any], int] = {}  # (key, value) -> earliest completion of a poll that read it
-    for op in ops:
-        if op["f"] == "poll" and op["type"] == "ok":
-            for r in op["value"]["records"]:
-                kv = (key_of(r["topic"], r["partition"]), r["value"])
-                read_at.setdefault(kv, r["offset"])
-                first_seen.setdefault(kv, op["time_ns"])
+    names: dict[tuple, str] = {}  # (topic, partition) -> "topic/partition", built once per partition
+
+    def name(t: str, pn: int) -> str:
+        n = names.get((t, pn))
+        if n is None:
+            n = names[(t, pn)] = key_of(t, pn)
+        return n
+
     pids: dict[str, dict[tuple, int]] = {}
 
     def pid(key: str, off: int, v: Any) -> int:
-        table = pids.setdefault(key, {})
+        table = pids.get(key)
+        if table is None:
+            table = pids[key] = {}
         i = table.get((off, v))
         if i is None:
             i = table[(off, v)] = len(table)
@@ -184,36 +186,63 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
 
     calls: dict[int, int] = {}
     out: list[Operation] = []
+    info_sends: list[tuple] = []  # resolved after the pass, against what the polls saw
     for op in ops:
-        p, typ, f = op["process"], op["type"], op["f"]
+        typ = op["type"]
+        p = op["process"]
         if typ == "invoke":
             calls[p] = op["time_ns"]
             continue
+        f = op["f"]
         call = calls.pop(p, op["time_ns"])
         if f == "send":
             if typ == "fail":
                 continue
             for r in _send_records(op["value"]):
-                k = key_of(r["topic"], r["partition"])
+                k = name(r["topic"], r["partition"])
                 v = r["value"]
                 off = r.get("offset")
                 if typ == "ok" and off is not None:
                     out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, op["time_ns"], op["index"]))
                 else:
-                    off = read_at.get((k, v), off if (k, v) in read_at else None)
-                    if off is not None:
-                        # An info send somebody read: it happened, and before that read returned. Bounding its
-                        # return there is sound (a later linearization point would make the read illegal) and
-                        # keeps the search from trying it at every step until the end of the history.
-                        ret = first_seen.get((k, v), INF)
-                        out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, ret, op["index"]))
+                    info_sends.append((p, k, v, off, call, op["index"]))
         elif f == "poll" and typ == "ok":
+            recs = op["value"]["records"]
+            if not recs:
+                continue
             per_key: dict[str, list] = {}
-            for r in op["value"]["records"]:
-                k = key_of(r["topic"], r["partition"])
-                per_key.setdefault(k, []).append((r["offset"], r["value"], pid(k, r["offset"], r["value"])))
-            for k, pairs in per_key.items():
-                out.append(Operation(p, ("read", k), tuple(pairs), call, op["time_ns"], op["index"]))
+            cur = None
+            pairs: list = []
+            for r in recs:
+                tp = (r["topic"], r["partition"])
+                if tp != cur:
+                    cur = tp
+                    k = name(*tp)
+                    pairs = per_key.get(k)
+                    if pairs is None:
+                        pairs = per_key[k] = []
+                off, v = r["offset"], r["value"]
+                pairs.append((off, v, pid(k, off, v)))
+            t = op["time_ns"]
+            for k, prs in per_key.items():
+                out.append(Operation(p, ("read", k), tuple(prs), call, t, op["index"]))
+    if info_sends:
+        # An info send somebody read happened, at the offset the poll saw it, and before that poll returned.
+        # Bounding its return there is sound (a later linearization point would make the read illegal) and keeps
+        # the search from trying it at every step until the end of the history. Unread info sends are dropped.
+        seen: dict[tuple, tuple[int, float]] = {}
+        for o in out:
+            if o.input[0] == "read":
+                for off, v, _ in o.output:
+                    kv = (o.input[1], v)
+                    prev = seen.get(kv)
+                    if prev is None or o.ret < prev[1]:
+                        seen[kv] = (off if prev is None else prev[0], o.ret)
+        for p, k, v, off, call, ref in info_sends:
+            hit = seen.get((k, v))
+            if hit is not None:
+                off = hit[0]
+                out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, hit[1], ref))
     return out
 
 
