@@ -7,8 +7,9 @@ the coordinator). Layering: ``protocol.Connection`` (coordinator socket) → ``c
 ``assignors.py``.
 
 Behaviour, following the Java ``KafkaConsumer`` / ``ConsumerCoordinator`` (eager rebalance protocol):
-- ``subscribe(topics, on_assign, on_revoke)``; the group is joined inside :meth:`GroupConsumer.poll` (as Java
-  does in ``poll``), so rebalance callbacks run in the caller's task.
+- ``subscribe(topics, on_assign, on_revoke)``; the group is joined from :meth:`GroupConsumer.poll` (as Java
+  does in ``poll``): the join runs in a task that poll waits for up to its timeout, so poll stays bounded while
+  a JoinGroup is parked; rebalance callbacks run in that task, before poll returns records of the new assignment.
 - FindCoordinator (key type GROUP) → a dedicated connection to the coordinator. NOT_COORDINATOR /
   COORDINATOR_NOT_AVAILABLE / a dropped connection mark the coordinator unknown; it is looked up again.
 - JoinGroup: MEMBER_ID_REQUIRED (KIP-394) → retry at once with the given id; UNKNOWN_MEMBER_ID → forget the id and
@@ -150,6 +151,7 @@ class GroupConsumer:
         self._fatal: BaseException | None = None
         self._wakeup = asyncio.Event()
         self._hb_task: asyncio.Task | None = None
+        self._join_task: asyncio.Task | None = None
         self._pending_commits: set[asyncio.Task] = set()
         self._last_poll = time.monotonic()
         self._next_auto_commit = 0.0
@@ -204,13 +206,13 @@ class GroupConsumer:
         await self._shutdown()
 
     async def _shutdown(self) -> None:
-        tasks = [t for t in (self._hb_task, *self._pending_commits) if t is not None]
+        tasks = [t for t in (self._hb_task, self._join_task, *self._pending_commits) if t is not None]
         for t in tasks:
             t.cancel()
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        self._hb_task = None
+        self._hb_task = self._join_task = None
         await self._drop_coordinator()
         await self.consumer.close()
         await self.cluster.close()
@@ -284,7 +286,8 @@ class GroupConsumer:
         deadline = loop.time() + timeout_ms / 1000
         while True:
             self._last_poll = time.monotonic()
-            await self._ensure_active()
+            if not await self._join_within(deadline):
+                return {}
             if not self._rejoin_needed:
                 self._wakeup.clear()  # nothing left to act on: do not let a stale wakeup cut fetches short
             self._maybe_auto_commit()
@@ -339,10 +342,31 @@ class GroupConsumer:
         self._stable = False
         self._request_rejoin(why)
 
+    async def _join_within(self, deadline: float) -> bool:
+        """Run (or keep waiting for) the rejoin until ``deadline``; True once the member is in the group.
+
+        The join runs in its own task, so a poll timeout does not abandon a JoinGroup parked at the coordinator:
+        the next poll waits for the same task (Java's poll likewise returns at its timeout mid-rebalance).
+        """
+        if self._fatal is not None:
+            raise self._fatal
+        if not self._rejoin_needed and self._stable:
+            return True
+        if self._join_task is None or self._join_task.done():
+            self._join_task = asyncio.get_running_loop().create_task(self._ensure_active())
+        task = self._join_task
+        left = max(0.0, deadline - asyncio.get_running_loop().time())
+        done, _ = await asyncio.wait({task}, timeout=left)
+        if not done:
+            return False
+        self._join_task = None
+        task.result()  # a fatal error surfaces here
+        return True
+
     async def _ensure_active(self) -> None:
         if self._fatal is not None:
             raise self._fatal
-        # a rejoin may run past the poll deadline: the group needs this member back within the rebalance timeout
+        # runs in _join_task (see _join_within), so it may outlive the poll that started it
         while self._rejoin_needed or not self._stable:
             if self._fatal is not None:
                 raise self._fatal

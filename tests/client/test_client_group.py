@@ -153,8 +153,10 @@ def test_static_member_fenced_by_new_instance(group_broker: tuple[str, str], gro
                 await old.poll(50)
             first_member = old.member_id
             new.subscribe([topic])
+            quick = loop.time() + 2  # a known instance id is replaced at once, no rebalance round (KIP-345)
             while not new.stable:
                 await new.poll(50)
+                assert loop.time() < quick, "replacing a static member took a rebalance round"
             assert new.member_id != first_member
             assert new.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
             deadline = loop.time() + 3
@@ -256,7 +258,7 @@ def test_expired_member_rejoins_after_unknown_member_id(group_broker: tuple[str,
     resetStateAndRejoin), getting its partitions back."""
     _, bootstrap = group_broker
     group_quirk("tansu", "a lone member heartbeating every 2.5 s with a 1 s session is never expired: its late "
-                "heartbeats and auto-commits keep succeeding (no UNKNOWN_MEMBER_ID in 7 s)")
+                "heartbeats and auto-commits keep succeeding (no UNKNOWN_MEMBER_ID in 5.5 s)")
 
     async def go() -> None:
         topic = await create_topic(bootstrap, 2)
@@ -266,7 +268,7 @@ def test_expired_member_rejoins_after_unknown_member_id(group_broker: tuple[str,
         async with c:
             c.subscribe([topic])
             loop = asyncio.get_running_loop()
-            end = loop.time() + 7
+            end = loop.time() + 5.5
             while not c.stable:
                 await c.poll(50)
             first_id = c.member_id
@@ -278,5 +280,34 @@ def test_expired_member_rejoins_after_unknown_member_id(group_broker: tuple[str,
                 assert loop.time() < end, "did not rejoin"
             assert c.member_id != first_id
             assert c.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+
+    run(go(), timeout=40)
+
+
+def test_static_member_restart_keeps_generation_and_partitions(group_broker: tuple[str, str], group_quirk) -> None:
+    """KIP-345: a static member that goes away without LeaveGroup and comes back (same group.instance.id, same
+    subscription) within the session timeout gets its old partitions back at once; the group does not rebalance."""
+    _, bootstrap = group_broker
+    group_quirk("tansu", "the returning static member triggers a full rebalance: the other member's heartbeat gets "
+                "REBALANCE_IN_PROGRESS, generation 0 -> 1, ~6 s until both are back")
+
+    async def go() -> None:
+        topic = await create_topic(bootstrap, 4)
+        group = unique("g")
+        a = Member(bootstrap, group, topic, "a", group_instance_id="A").start()
+        b = Member(bootstrap, group, topic, "b", group_instance_id="B").start()
+        b2 = Member(bootstrap, group, topic, "b2", group_instance_id="B")
+        try:
+            await until(lambda: covers([a, b], 4, topic), 20, "a and b sharing")
+            generation, b_parts = a.consumer.generation_id, set(b.assigned)
+            await b.close()  # static: close() sends no LeaveGroup
+            b2.start()
+            await until(lambda: covers([a, b2], 4, topic), 2, "b's partitions back to the returning instance")
+            assert b2.assigned == b_parts
+            assert a.consumer.generation_id == generation
+            assert not any(e == "heartbeat_error" for _, e, _ in a.consumer.events)
+        finally:
+            await b2.close()
+            await a.close()
 
     run(go(), timeout=40)
