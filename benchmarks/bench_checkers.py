@@ -65,7 +65,7 @@ def main() -> None:
         print(f"validated JSONL read: {dt_read:.2f}s -> {len(h.ops) / dt_read:,.0f} ops/s ({size / 1e6:.0f} MB)")
 
     # Linearizability: one partition, 10 concurrent processes, about --lin-ops log operations.
-    n = int(args.lin_ops * 1.25)
+    n = int(args.lin_ops * 2.3)  # about 43% of a generated run's operations become log operations
     lh = synth.generate("lin", seed=2, n_ops=n, processes=10, partitions=1, p_info=0.05)
     ops = log_operations(lh.ops)
     t = time.perf_counter()

@@ -351,10 +351,13 @@ def _analyze_key(key: str, ks: _Key, out: dict[str, list[dict]], ops: Sequence[d
         return i2 - i1
 
     # poll-skip / nonmonotonic-poll across one process's successive polls.
+    bv = by_value.get
     for ppos, pv, cpos, cv in ks.poll_pairs:
-        d = delta_of(pv, cv)
-        if d is None or d == 1:
+        i1 = bv(pv)
+        i2 = bv(cv)
+        if i1 is None or i2 is None or i2 - i1 == 1:
             continue
+        d = i2 - i1
         if d > 1:
             i1 = by_value[pv]
             out["poll-skip"].append({"key": key, "values": [pv, cv], "delta": d,
@@ -365,6 +368,9 @@ def _analyze_key(key: str, ks: _Key, out: dict[str, list[dict]], ops: Sequence[d
                                              "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
     # int-poll-skip / int-nonmonotonic-poll inside one poll.
     for pos, vals in ks.polls:
+        idx = [bv(v) for v in vals]
+        if idx[0] is not None and None not in idx and idx == list(range(idx[0], idx[0] + len(idx))):
+            continue  # the common case: consecutive values of the version order
         for a, b in zip(vals, vals[1:], strict=False):
             d = delta_of(a, b)
             if d is None or d == 1:
