@@ -20,8 +20,9 @@ Behaviour, following the Java ``KafkaConsumer`` / ``ConsumerCoordinator`` (eager
 - Before rejoining: auto-commit (sync) if enabled and the generation is still valid, then ``on_revoke`` with
   everything owned (eager). When the generation was lost (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / poll timeout)
   nothing is committed and ``on_revoke`` still runs (Java's default ``onPartitionsLost``).
-- Heartbeats: an asyncio task every ``heartbeat_interval_ms`` while Stable. REBALANCE_IN_PROGRESS → rejoin on the
-  next poll; ILLEGAL_GENERATION → reset generation, rejoin; UNKNOWN_MEMBER_ID → reset member id, rejoin;
+- Heartbeats: an asyncio task every ``heartbeat_interval_ms`` while the member holds a generation, also after
+  REBALANCE_IN_PROGRESS until poll rejoins (so a slow batch is bounded by max.poll.interval.ms, not the session
+  timeout, as in Java). REBALANCE_IN_PROGRESS → rejoin on the next poll; ILLEGAL_GENERATION → reset generation, rejoin; UNKNOWN_MEMBER_ID → reset member id, rejoin;
   FENCED_INSTANCE_ID → fatal, raised by the next poll/commit.
 - ``max_poll_interval_ms``: if poll is not called in time (counted from the last poll or the end of the last
   rebalance, whichever is later) the heartbeat task leaves the group (LeaveGroup for a
@@ -325,8 +326,9 @@ class GroupConsumer:
     # -- membership ----------------------------------------------------------------------------------------
 
     def _request_rejoin(self, why: str) -> None:
+        if not self._rejoin_needed:
+            self._event("rejoin_needed", why)
         self._rejoin_needed = True
-        self._event("rejoin_needed", why)
         self._wakeup.set()
 
     def _fail(self, exc: BaseException) -> None:
@@ -373,6 +375,7 @@ class GroupConsumer:
             self._wakeup.clear()
             if self._owned:
                 await self._prepare_rejoin()
+            self._stable = False  # no heartbeats while the join is in flight (the coordinator does not expire it)
             try:
                 await self._ensure_coordinator()
                 await self._join_and_sync()
@@ -585,8 +588,8 @@ class GroupConsumer:
             if self._stable and time.monotonic() - self._last_poll > self.max_poll_interval_ms / 1000:
                 await self._poll_timeout()
                 continue
-            if not self._stable or self._rejoin_needed:
-                continue
+            if not self._stable:
+                continue  # (still heartbeating once a rebalance is pending: until poll rejoins, as Java does)
             try:
                 await self._heartbeat_once()
             except (_CoordinatorLost, OSError, TimeoutError, Errors.KafkaError) as exc:

@@ -311,3 +311,66 @@ def test_static_member_restart_keeps_generation_and_partitions(group_broker: tup
             await a.close()
 
     run(go(), timeout=40)
+
+
+def test_poll_returns_at_its_timeout_while_join_is_parked(group_broker: tuple[str, str]) -> None:
+    """A JoinGroup parked at the coordinator (waiting for another member to rejoin) does not hold poll past its
+    timeout; the join continues in the background and a later poll completes it."""
+    _, bootstrap = group_broker
+
+    async def go() -> None:
+        topic = await create_topic(bootstrap, 2)
+        group = unique("g")
+        opts = dict(session_timeout_ms=6000, heartbeat_interval_ms=200, max_poll_interval_ms=20_000,
+                    auto_offset_reset="earliest")
+        async with GroupConsumer(bootstrap, group, **opts) as a, GroupConsumer(bootstrap, group, **opts) as b:
+            a.subscribe([topic])
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 20
+            while not a.stable:
+                await a.poll(50)
+                assert loop.time() < end
+            # a stops polling: it sees the rebalance by heartbeat but cannot rejoin, so b's JoinGroup stays parked
+            b.subscribe([topic])
+            t0 = loop.time()
+            for _ in range(3):
+                assert await b.poll(100) == {}
+            elapsed = loop.time() - t0
+            assert elapsed < 1.0, f"three poll(100) calls took {elapsed:.2f}s while b's join was parked"
+            assert not b.stable and any(e == "join_sent" for _, e, _ in b.events)
+            while not (a.stable and b.stable and len(b.assignment()) == 1):
+                await asyncio.gather(a.poll(50), b.poll(50))
+                assert loop.time() < end, "join never completed"
+            assert a.assignment() | b.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+
+    run(go(), timeout=40)
+
+
+def test_heartbeats_continue_while_a_rebalance_waits_for_poll(group_broker: tuple[str, str]) -> None:
+    """A member busy longer than its session timeout when a rebalance starts keeps heartbeating (answered
+    REBALANCE_IN_PROGRESS), so it is not expired: on its next poll it rejoins under the same member id."""
+    _, bootstrap = group_broker
+
+    async def go() -> None:
+        topic = await create_topic(bootstrap, 2)
+        group = unique("g")
+        opts = dict(session_timeout_ms=1500, heartbeat_interval_ms=200, max_poll_interval_ms=20_000,
+                    auto_offset_reset="earliest")
+        async with GroupConsumer(bootstrap, group, **opts) as a, GroupConsumer(bootstrap, group, **opts) as b:
+            a.subscribe([topic])
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 25
+            while not a.stable:
+                await a.poll(50)
+            a_id = a.member_id
+            b.subscribe([topic])
+            busy_until = loop.time() + 3.0  # twice the session timeout without a poll from a
+            while loop.time() < busy_until:
+                await b.poll(100)
+            while not (a.stable and b.stable and len(b.assignment()) == 1):
+                await asyncio.gather(a.poll(50), b.poll(50))
+                assert loop.time() < end, "join never completed"
+            assert a.member_id == a_id, "a was expired although it kept heartbeating"
+            assert not any(d == "UnknownMemberIdError" for _, e, d in a.events if e == "heartbeat_error")
+
+    run(go(), timeout=40)
