@@ -1,10 +1,7 @@
-"""Hypothesis settings profiles, the replay directory option and the broker the state machines drive.
+"""Fixtures for the property machines: the broker they drive, the settings profile, the replay directory.
 
-Profiles: ``kct-ci`` (the default here: few examples, short sequences; both machines well under 30 s against
-the reference broker) and ``thorough`` (``--hypothesis-profile thorough``: long runs). Registered at import, so
-they exist before hypothesis's pytest plugin loads the one named on the command line; that works when this
-conftest is an initial one (``pytest conformance/properties ...``); for ``pytest conformance`` the conformance
-plugin must import this module first (see the package docs).
+Profiles and the ``--conformance-replay-dir`` option live in ``conformance.properties.plugin`` (imported here, so
+``pytest conformance/properties ...`` has them; see that module for ``pytest conformance``).
 """
 from __future__ import annotations
 
@@ -13,24 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
 from fixtures.target import Target
 
-CI, THOROUGH = "kct-ci", "thorough"
-_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
-           "print_blob": False}
-settings.register_profile(CI, max_examples=20, stateful_step_count=15, database=None, **_COMMON)
-settings.register_profile(THOROUGH, max_examples=400, stateful_step_count=50, **_COMMON)
+from .plugin import CI, REPLAY_OPTION, THOROUGH, add_replay_option
 
 # Group timings for machines against a reference broker: joins complete at once, sessions may be short.
 FAST_GROUPS = {"kafka.group.initial.rebalance.delay.ms": "0", "kafka.group.min.session.timeout.ms": "500"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--conformance-replay-dir", default=None, metavar="DIR",
-                     help="where property machines write replay scripts of shrunk counterexamples "
-                          "(default: the test's pytest tmp dir)")
+    add_replay_option(parser)
 
 
 @dataclass(frozen=True)
@@ -74,5 +65,5 @@ def machine_settings(request: pytest.FixtureRequest) -> settings:
 
 @pytest.fixture
 def replay_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    chosen = request.config.getoption("--conformance-replay-dir", default=None)
+    chosen = request.config.getoption(REPLAY_OPTION, default=None)
     return Path(chosen) if chosen else tmp_path / "replays"
