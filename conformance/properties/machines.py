@@ -35,7 +35,7 @@ from reference_broker.client.protocol import Connection
 from . import ops
 from .model import EARLIEST, LATEST, NONE, GroupModel, PartitionModel
 
-STEP_TIMEOUT_S = 60.0
+STEP_TIMEOUT_S = 20.0    # a join completes within the rebalance timeout (10 s) plus any initial delay
 values_st = st.lists(st.one_of(st.binary(max_size=6), st.none()), min_size=1, max_size=4)
 offsets_st = st.integers(min_value=0, max_value=16)
 
@@ -196,7 +196,7 @@ class GroupMachine(_BrokerMachine):
     async def _rebalance(self, joining: dict[str, str]) -> list[ops.Joined]:
         """Everyone in ``joining`` (name → member id) joins at once, then the leader assigns and all sync."""
         results = await asyncio.gather(*(
-            ops.join(self.conn_of[n], self.group, member_id=mid, session_ms=self.session_ms, rebalance_ms=30_000,
+            ops.join(self.conn_of[n], self.group, member_id=mid, session_ms=self.session_ms, rebalance_ms=10_000,
                      timeout=STEP_TIMEOUT_S) for n, mid in joining.items()))
         errors = {n: j.error for n, j in zip(joining, results, strict=True)}
         assert set(errors.values()) == {NONE}, f"JoinGroup answers during a rebalance: {errors}"
@@ -225,7 +225,7 @@ class GroupMachine(_BrokerMachine):
     def join(self) -> str:
         name = f"m{next(self.names)}"
         self.conn_of[name] = self.connect(self.group)
-        first = self.run(ops.join(self.conn_of[name], self.group, session_ms=self.session_ms, rebalance_ms=30_000,
+        first = self.run(ops.join(self.conn_of[name], self.group, session_ms=self.session_ms, rebalance_ms=10_000,
                                   timeout=STEP_TIMEOUT_S))
         assert first.error in (NONE, ops.MEMBER_ID_REQUIRED) and first.member_id, f"first JoinGroup: {first}"
         if first.error == NONE:

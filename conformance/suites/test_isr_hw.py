@@ -180,8 +180,17 @@ class Cluster:
         node = next(b for b in sorted(brokers) if b not in avoid | self.paused | self.killed)
         return await self.to(node)
 
-    def lag_ms(self) -> int:
-        settings = self.target.config().get("settings", {}) if hasattr(self.target, "config") else {}
+    async def lag_ms(self) -> int:
+        """replica.lag.time.max.ms: DescribeConfigs if served, else the target's settings, else Kafka's default."""
+        brokers, _ = await ops.metadata(self.wire.conn, [])
+        for node in sorted(brokers):
+            try:
+                found = await ops.broker_configs(self.wire.conn, node, ["replica.lag.time.max.ms"])
+            except AssertionError:      # DescribeConfigs refused (connection closed): fall back below
+                break
+            if found and "replica.lag.time.max.ms" in found:
+                return int(found["replica.lag.time.max.ms"])
+        settings = self.target.config().get("settings", {})
         return int(settings.get("replica.lag.time.max.ms", DEFAULT_LAG_MS))
 
     def pause(self, node: int) -> None:
@@ -249,7 +258,7 @@ async def test_hw_is_min_leo_over_isr(cluster: Cluster, evidence: Evidence) -> N
             f"follower {lagging} is in the ISR {now.isr} with LEO {hw_before}; the HW must stay {hw_before}, "
             f"leader reports {hw} (leader LEO {leo})")
     st2, _ = await eventually(lambda: state(leader, topic), lambda s: lagging not in s.isr,
-                              cluster.lag_ms() * 1.5 / 1000 + 10)
+                              await cluster.lag_ms() * 1.5 / 1000 + 10)
     assert lagging not in st2.isr, f"follower {lagging} never left the ISR: {st2}"
     _, hw2 = await eventually(lambda: high_watermark(leader, topic), lambda r: r[1] == leo, 5)
     assert hw2[1] == leo, f"with ISR {st2.isr} (all at LEO {leo}) the HW must be {leo}, got {hw2[1]}"
@@ -258,7 +267,7 @@ async def test_hw_is_min_leo_over_isr(cluster: Cluster, evidence: Evidence) -> N
 @REPL
 @pytest.mark.rule("ISR-SHRINK-LAG", "ISR-EXPAND")
 async def test_isr_shrinks_after_lag_time_and_expands(cluster: Cluster, evidence: Evidence) -> None:
-    lag_ms = cluster.lag_ms()
+    lag_ms = await cluster.lag_ms()
     topic, st = await cluster.topic(3)
     paused_at = time.monotonic()
     leader, lagging, _, leo = await lagging_follower(cluster, topic, st)
@@ -281,7 +290,7 @@ async def test_acks_all_refused_after_isr_shrinks(cluster: Cluster) -> None:
     topic, st = await cluster.topic(3, {"min.insync.replicas": "3"})
     leader, lagging, _, leo = await lagging_follower(cluster, topic, st)
     st2, _ = await eventually(lambda: state(leader, topic), lambda s: lagging not in s.isr,
-                              cluster.lag_ms() * 1.5 / 1000 + 10)
+                              await cluster.lag_ms() * 1.5 / 1000 + 10)
     assert lagging not in st2.isr
     refused = await leader.produce(topic, count=3, acks=-1, check=False)
     assert refused.error_code == NOT_ENOUGH_REPLICAS, (
@@ -293,7 +302,7 @@ async def test_acks_all_refused_after_isr_shrinks(cluster: Cluster) -> None:
 @REPL
 @pytest.mark.rule("ACKS-ALL-AFTER-APPEND")
 async def test_acks_all_isr_shrinks_while_waiting(cluster: Cluster, evidence: Evidence) -> None:
-    lag_ms = cluster.lag_ms()
+    lag_ms = await cluster.lag_ms()
     topic, st = await cluster.topic(3, {"min.insync.replicas": "3"})
     leader = await cluster.to(st.leader)
     follower = next(r for r in st.replicas if r != st.leader)

