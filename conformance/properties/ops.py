@@ -233,7 +233,7 @@ async def delete_records(c: Connection, topic: str, partition: int, offset: int)
 
 
 async def offset_for_leader_epoch(c: Connection, topic: str, partition: int, leader_epoch: int,
-                                  current_leader_epoch: int = -1, replica_id: int = -2) -> tuple[int, int, int]:
+                                  current_leader_epoch: int = -1, replica_id: int = -1) -> tuple[int, int, int]:
     """OffsetForLeaderEpoch; returns (error, leader_epoch, end_offset) — the end of `leader_epoch` (KIP-279)."""
     T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
     req = OffsetForLeaderEpochRequest(replica_id=replica_id, topics=[T(topic=topic, partitions=[
