@@ -9,8 +9,8 @@ Exit status: 0 when every target ran (divergences are findings, not job failures
 from __future__ import annotations
 
 import argparse
-import glob
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -54,7 +54,7 @@ def run_suites(target: str, args: argparse.Namespace, out: Path) -> dict:
     results_dir.mkdir(parents=True, exist_ok=True)
     results_file = results_dir / "results.json"
     cmd = [sys.executable, "-m", "pytest", "--pyargs", args.suites, "--target", target, "--kct-results", str(results_dir), "--kct-results-file", str(results_file),
-           "-q", "-p", "no:cacheprovider", "--junitxml", str(results_dir / "junit.xml"), *args.pytest_args]
+           "-q", "-p", "no:cacheprovider", "--durations=15", "--junitxml", str(results_dir / "junit.xml"), *args.pytest_args]
     if target == "live":
         if not args.bootstrap:
             raise TargetUsageError("--targets live needs --bootstrap HOST:PORT")
@@ -96,12 +96,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{target}: could not run: {s['error']}", file=sys.stderr, flush=True)
     failed = [s for s in summaries if not s["ok"]]
 
-    histories = sorted(glob.glob(str(out / "conformance" / "*" / "histories" / "*.jsonl")))
+    # gather every run's history in one place: the Spark job reads a directory of runs
+    hist_dir = out / "histories"
+    hist_dir.mkdir(exist_ok=True)
+    histories = []
+    for s in summaries:
+        if s["ok"]:
+            src = Path(s["results"]).with_suffix(".history.jsonl")
+            if src.exists():
+                dst = hist_dir / f"{s['target']}.jsonl"
+                shutil.copyfile(src, dst)
+                histories.append(dst)
     if not args.no_spark:
         _step(f"Spark aggregation over {len(histories)} history file(s)")
         if histories:
-            r = subprocess.run([sys.executable, "-m", "reports", "spark", "--histories",
-                                str(out / "conformance" / "*" / "histories" / "*.jsonl"), "--out", str(out / "spark")])
+            r = subprocess.run([sys.executable, "-m", "reports", "spark", "--histories", str(hist_dir),
+                                "--out", str(out / "spark")])
             if r.returncode != 0:
                 print("main: the Spark job failed", file=sys.stderr)
                 failed.append({"target": "spark"})

@@ -50,6 +50,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}(*ids): the catalogue rule ids (conformance.rules) a check checks")
+    # The checks are `async def`; run them without per-check markers also where no project ini sets the mode
+    # (e.g. `pytest --pyargs conformance.suites` from an installed package). An explicit choice always wins.
+    if getattr(config.option, "asyncio_mode", None) is None and "asyncio_mode" not in config.inicfg:
+        config.option.asyncio_mode = "auto"
     if not config.stash.get(_STATE, None):
         config.stash[_STATE] = _Collector(config)
         config.pluginmanager.register(config.stash[_STATE], "kct-conformance-collector")
