@@ -396,7 +396,8 @@ def run_job(
             "run_id", "target", "nemesis", "kind", "key", "n_ops", "anomaly_counts", "bad", "lin_model",
             "lin_verdict", "lin_elapsed_s", "counterexample", "cases")
 
-        os.makedirs(out, exist_ok=True) if "://" not in out else None
+        if "://" not in out:
+            os.makedirs(out, exist_ok=True)
         for name, df in (("runs", runs), ("targets", targets), ("anomalies", anomalies), ("rules", rules),
                          ("parts", parts_table)):
             df.write.mode("overwrite").parquet(os.path.join(out, name))
