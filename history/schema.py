@@ -38,6 +38,9 @@ One operation per JSON line (one Parquet row with the same columns, ``value`` st
   ``list_offsets``, ``nemesis``, ``crash`` (a client was torn down and replaced; its consumer position is gone),
   and others: recorded, ignored by the analyses below unless they say otherwise.
 
+Files: a file holds one or more *whole* runs (a run is never split across files; the Spark job checks each file's
+runs where it reads them). ``history.Recorder`` writes this format and enforces the pairing rules as it records.
+
 A run starts with one *header* line, ``{"run_id": ..., "header": {"target": ..., "nemesis": ..., "settings":
 {...}}}``, giving the target (``reference``, ``tansu``, ``docker``, ``live``, ...), the fault schedule and the
 settings that decide which anomalies are acceptable (``sub_via``: ``["assign"]`` or ``["subscribe"]``). In
