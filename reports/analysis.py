@@ -8,9 +8,9 @@ parts and adding up their results gives the same verdict as checking the whole r
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from history.io import History
@@ -23,6 +23,7 @@ from .models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_ope
 TP, GROUP = "tp", "group"
 LIN_MODELS = ("partition-log", "committed-offsets")
 _BROADCAST = frozenset(("assign", "subscribe", "crash"))
+_INDEX = itemgetter("index")
 
 
 def _proj(op: dict, value: Any) -> dict:
@@ -43,12 +44,18 @@ def split_parts(ops: Sequence[dict]) -> list[tuple[str, str, list[dict]]]:
                 completion[j] = i
     parts: dict[tuple[str, str], list[dict]] = {}
     broadcast: list[dict] = []
+    tp_lists: dict[tuple, list[dict]] = {}  # (topic, partition) -> its part's list: no key formatted per op
+    poll_groups: dict[int, dict[tuple, list]] = {}  # completion position -> its records by (topic, partition)
 
     def put(kind: str, key: str, op: dict) -> None:
         lst = parts.get((kind, key))
         if lst is None:
             lst = parts[(kind, key)] = []
         lst.append(op)
+
+    def tp_list(tp: tuple) -> list[dict]:
+        lst = tp_lists[tp] = parts.setdefault((TP, f"{tp[0]}/{tp[1]}"), [])
+        return lst
 
     for i, op in enumerate(ops):
         f, typ, v = op["f"], op["type"], op["value"]
@@ -60,31 +67,41 @@ def split_parts(ops: Sequence[dict]) -> list[tuple[str, str, list[dict]]]:
                 for k, recs in by_key.items():
                     put(TP, k, _proj(op, recs[0] if len(recs) == 1 else {"records": recs}))
             else:
-                put(TP, key_of(v["topic"], v["partition"]), op)
+                tp = (v["topic"], v["partition"])
+                lst = tp_lists.get(tp)
+                if lst is None:
+                    lst = tp_list(tp)
+                lst.append(op)
         elif f == "poll":
-            src = op if typ != "invoke" else (ops[completion[i]] if i in completion else None)
+            # The invoke goes where its completion's records go; group the completion's records once for both.
+            j = completion.get(i) if typ == "invoke" else i
+            src = ops[j] if j is not None else None
             if src is None or src["type"] != "ok":
                 continue
-            recs = src["value"]["records"]
-            if not recs:
-                continue
-            by_key = {}
-            cur = None
-            lst: list = []
-            for r in recs:  # records come grouped by partition; switch lists only on a change
-                tp = (r["topic"], r["partition"])
-                if tp != cur:
-                    cur = tp
-                    lst = by_key.get(tp)
-                    if lst is None:
-                        lst = by_key[tp] = []
-                lst.append(r)
-            if typ == "invoke" or len(by_key) == 1:  # the op itself serves every part (never mutated)
-                for t, pn in by_key:
-                    put(TP, f"{t}/{pn}", op)
-            else:
-                for (t, pn), rs in by_key.items():
-                    put(TP, f"{t}/{pn}", _proj(op, {"records": rs}))
+            by_tp = poll_groups.pop(j, None)
+            if by_tp is None:
+                recs = src["value"]["records"]
+                if not recs:
+                    continue
+                by_tp = {}
+                cur = None
+                group: list = []
+                for r in recs:  # records come grouped by partition; switch lists only on a change
+                    tp = (r["topic"], r["partition"])
+                    if tp != cur:
+                        cur = tp
+                        group = by_tp.get(tp)
+                        if group is None:
+                            group = by_tp[tp] = []
+                    group.append(r)
+                if typ == "invoke":
+                    poll_groups[j] = by_tp
+            whole = typ == "invoke" or len(by_tp) == 1  # the op itself serves every part (never mutated)
+            for tp, rs in by_tp.items():
+                lst = tp_lists.get(tp)
+                if lst is None:
+                    lst = tp_list(tp)
+                lst.append(op if whole else _proj(op, {"records": rs}))
         elif f in _BROADCAST:
             broadcast.append(op)
             if f == "assign":
@@ -103,7 +120,8 @@ def split_parts(ops: Sequence[dict]) -> list[tuple[str, str, list[dict]]]:
     out = []
     for (kind, key), lst in sorted(parts.items()):
         if kind == TP and broadcast:
-            lst = list(heapq.merge(lst, broadcast, key=lambda o: o["index"]))
+            # Both lists are in index order: a stable sort of the two runs is their merge (done in C).
+            lst = sorted(lst + broadcast, key=_INDEX)
         out.append((kind, key, lst))
     return out
 
