@@ -117,7 +117,7 @@ class GroupBroker:
     @property
     def session_ms(self) -> int:
         """A session timeout long enough that checks never need background heartbeats."""
-        return min(max(self.min_session_ms, 30_000), self.max_session_ms)
+        return min(max(self.min_session_ms, 10_000), self.max_session_ms)
 
     @property
     def join_timeout_s(self) -> float:
