@@ -176,7 +176,7 @@ class GroupMachine(_BrokerMachine):
 
     members = Bundle("members")
     departed = Bundle("departed")
-    session_ms: ClassVar[int] = 30_000
+    session_ms: ClassVar[int] = 10_000
 
     def __init__(self) -> None:
         super().__init__()
