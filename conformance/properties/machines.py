@@ -94,6 +94,7 @@ class LogMachine(_BrokerMachine):
         self.touched: tuple[str, int] | None = None
         self.topics = 0
 
+    @precondition(lambda self: self.topics < 2)      # a few partitions, reused: sequences build up history
     @rule(target=partitions, count=st.integers(min_value=1, max_value=2))
     def create_topic(self, count: int) -> Any:
         self.topics += 1
@@ -221,6 +222,7 @@ class GroupMachine(_BrokerMachine):
                 f"SyncGroup of {n}: error {err}, assignment {assignment!r}"
         return results
 
+    @precondition(lambda self: len(self.model.members) < 4)
     @rule(target=members)
     def join(self) -> str:
         name = f"m{next(self.names)}"

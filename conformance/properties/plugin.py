@@ -18,7 +18,7 @@ CI, THOROUGH = "kct-ci", "thorough"
 REPLAY_OPTION = "--conformance-replay-dir"
 _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
            "print_blob": False}
-settings.register_profile(CI, max_examples=20, stateful_step_count=15, database=None, **_COMMON)
+settings.register_profile(CI, max_examples=50, stateful_step_count=20, database=None, **_COMMON)
 settings.register_profile(THOROUGH, max_examples=400, stateful_step_count=50, **_COMMON)
 
 
