@@ -32,6 +32,9 @@ from . import rules as catalogue
 from .evidence import Evidence, jsonable
 from .recording import SessionHistory, new_run_id
 
+# The property machines' hypothesis profiles (kct-ci, thorough) must exist before --hypothesis-profile is read.
+pytest_plugins = ["conformance.properties.plugin"]
+
 RESULTS_SCHEMA = "kct-conformance-results/1"
 MARKER = "rule"
 _EVIDENCE = pytest.StashKey[Evidence]()

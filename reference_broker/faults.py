@@ -17,6 +17,8 @@ FAULTS: dict[str, str] = {
     "offsets.accept_stale_generation": "OffsetCommit ignores the generation (Kafka: ILLEGAL_GENERATION)",
     "offsets.forget_on_restart": "committed offsets are not replayed when the broker restarts",
     "group.no_rebalance_signal": "Heartbeat answers NONE in PreparingRebalance (Kafka: REBALANCE_IN_PROGRESS)",
+    "produce.ignore_min_insync": "acks=all ignores min.insync.replicas (Kafka: NOT_ENOUGH_REPLICAS when the ISR is "
+                                 "smaller, Partition.appendRecordsToLeader)",
     "list_offsets.latest_is_leo": "ListOffsets LATEST answers the log end offset instead of the high watermark",
 }
 

@@ -83,7 +83,8 @@ async def handle(ctx, req):
             if err:
                 results[key] = [err, -1, msg]
                 continue
-            if acks == -1 and len(p.isr) < b.topic_setting(td.name, "min.insync.replicas"):
+            if (acks == -1 and len(p.isr) < b.topic_setting(td.name, "min.insync.replicas")
+                    and not b.faults.on("produce.ignore_min_insync")):
                 results[key] = [E.NotEnoughReplicasError.errno, -1,
                                 f"ISR {sorted(p.isr)} smaller than min.insync.replicas"]
                 continue

@@ -20,6 +20,7 @@ from history import read as read_history
 ROOT = Path(__file__).resolve().parents[2]
 FETCH = "conformance/suites/test_fetch.py"
 OFFSETS = "conformance/suites/test_offsets.py"
+ISR_HW = "conformance/suites/test_isr_hw.py"
 
 
 def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results") -> dict:
@@ -78,6 +79,7 @@ FAULTS = [
      {"OFFSETS-COMMIT-UNKNOWN-MEMBER"}),
     ("offsets.forget_on_restart", OFFSETS, "survive_restart or round_trip", "OFFSETS-DURABLE",
      {"OFFSETS-COMMIT-ROUNDTRIP"}),
+    ("produce.ignore_min_insync", ISR_HW, "min_insync or hw_views", "ACKS-ALL-MIN-ISR", {"HW-CONSISTENT-VIEWS"}),
 ]
 
 
