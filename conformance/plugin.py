@@ -21,6 +21,7 @@ import json
 import os
 import time
 import traceback
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}(*ids): the catalogue rule ids (conformance.rules) a check checks")
     # The checks are `async def`; run them without per-check markers also where no project ini sets the mode
     # (e.g. `pytest --pyargs conformance.suites` from an installed package). An explicit choice always wins.
-    if getattr(config.option, "asyncio_mode", None) is None and "asyncio_mode" not in config.inicfg:
+    with warnings.catch_warnings():      # inicfg is the only way to tell "unset" from "set to strict"
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ini_has_mode = "asyncio_mode" in config.inicfg
+    if getattr(config.option, "asyncio_mode", None) is None and not ini_has_mode:
         config.option.asyncio_mode = "auto"
     if not config.stash.get(_STATE, None):
         config.stash[_STATE] = _Collector(config)
