@@ -99,12 +99,18 @@ def rss_after_writing(bootstrap: str, pid: int, gigabytes: float) -> dict:
                   "queue.buffering.max.kbytes": 1_048_576})
     value = b"r" * 10_000
     n = int(gigabytes * (1 << 30) / len(value))
+    delivered = 0
+
+    def cb(err, _msg):
+        nonlocal delivered
+        delivered += err is None
+
     t0 = time.perf_counter()
     peak = before
     for i in range(n):
         while True:
             try:
-                p.produce("rss", value, partition=i % 3)
+                p.produce("rss", value, partition=i % 3, on_delivery=cb)
                 break
             except BufferError:
                 p.poll(0.01)
@@ -113,7 +119,9 @@ def rss_after_writing(bootstrap: str, pid: int, gigabytes: float) -> dict:
             peak = max(peak, proc.memory_info().rss)
     p.flush(300)
     after = proc.memory_info().rss
-    return {"written_gb": round(n * len(value) / (1 << 30), 2), "seconds": round(time.perf_counter() - t0, 1),
+    if delivered != n:
+        raise SystemExit(f"RSS check: only {delivered} of {n} records were acknowledged")
+    return {"written_gb": round(n * len(value) / (1 << 30), 2), "acknowledged": delivered, "seconds": round(time.perf_counter() - t0, 1),
             "rss_before_mb": round(before / 1e6, 1), "rss_peak_mb": round(max(peak, after) / 1e6, 1),
             "rss_after_mb": round(after / 1e6, 1)}
 
