@@ -31,10 +31,9 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record import MemoryRecords
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from conformance.evidence import Evidence
-from conformance.wire import TargetDiverged
+from conformance.wire import TargetDiverged, record_batch
 from reference_broker.client.protocol import Connection, ConnectionClosedError, Response
 
 # Kafka error codes the checks name (kafka.errors has them too; plain ints keep assertion messages short).
@@ -134,12 +133,8 @@ def version(c: Connection, api_key: int) -> int:
 
 
 def batch(values: list[bytes], timestamp: int = 1_700_000_000_000) -> bytes:
-    """One record batch v2 (built by kafka.record)."""
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-    for i, v in enumerate(values):
-        b.append(i, timestamp=timestamp + i, key=None, value=v, headers=[])
-    return bytes(b.build())
+    """One record batch v2 (built by kafka.record, via the suites' shared builder)."""
+    return record_batch(values, timestamp_ms=timestamp)
 
 
 def decode_records(data: bytes | None) -> list[tuple[int, bytes | None]]:
