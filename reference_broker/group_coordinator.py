@@ -299,10 +299,8 @@ class GroupCoordinator:
         for m in list(g.members.values()):
             if not m.awaiting_join and m.group_instance_id is None:
                 self._remove_member_quietly(g, m)
-        for mid, timer in list(g.pending_members.items()):
-            if timer is not None:
-                timer.cancel()
-            del g.pending_members[mid]
+        # Pending members (MEMBER_ID_REQUIRED handed out, not yet back) stay pending across the generation, as in
+        # ClassicGroup: they join later (starting another rebalance) or expire after their session timeout.
         g.generation_id += 1
         if not g.members:
             g.state = EMPTY

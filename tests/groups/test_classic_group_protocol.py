@@ -102,30 +102,35 @@ async def test_errors_during_rebalance(broker):
 
 
 async def joined_pair(a, b, group: str, **kw):
-    """Both members in one generation: rejoin together until the join phase holds both."""
-    ma, mb = (await join(a, group)).member_id, (await join(b, group)).member_id
-    for _ in range(5):
-        ra, rb = await asyncio.wait_for(asyncio.gather(join(a, group, member_id=ma, **kw),
-                                                       join(b, group, member_id=mb, **kw)), 10)
+    """Both members in one generation: rejoin together until the join phase holds both, as clients do — a member
+    told UNKNOWN_MEMBER_ID (removed at a rebalance timeout while the other was alone) asks for a new id."""
+    ids = {a: (await join(a, group)).member_id, b: (await join(b, group)).member_id}
+    for _ in range(6):
+        ra, rb = await asyncio.wait_for(asyncio.gather(join(a, group, member_id=ids[a], **kw),
+                                                       join(b, group, member_id=ids[b], **kw)), 10)
         if ra.generation_id == rb.generation_id and ra.error_code == rb.error_code == 0:
             return ra, rb
+        for conn, r in ((a, ra), (b, rb)):
+            if r.error_code in (E.UnknownMemberIdError.errno, MEMBER_ID_REQUIRED):
+                ids[conn] = (await join(conn, group)).member_id
     raise AssertionError("two members never settled into one generation")
 
 
 async def test_rebalance_timeout_removes_members_that_do_not_rejoin(broker):
-    """completeClassicGroupJoin at the rebalance timeout drops dynamic members that did not rejoin."""
+    """completeClassicGroupJoin at the rebalance timeout drops dynamic members that did not rejoin. The leader's
+    rejoin starts the rebalance (a follower rejoining a Stable group unchanged would just get its generation)."""
     a, b = await connect(broker), await connect(broker)
     ra, rb = await joined_pair(a, b, "g", rebalance_ms=1500, session_ms=30_000)
     gen = ra.generation_id
-    leader = ra if ra.leader == ra.member_id else rb
-    await sync(a if leader is ra else b, "g", gen, leader.member_id, {})
+    (lc, lr), (fc, fr) = ((a, ra), (b, rb)) if ra.leader == ra.member_id else ((b, rb), (a, ra))
+    assert (await sync(lc, "g", gen, lr.member_id, {})).error_code == 0
     t0 = time.monotonic()
-    again = await join(a, "g", member_id=ra.member_id, rebalance_ms=1500, session_ms=30_000)   # b never rejoins
+    again = await join(lc, "g", member_id=lr.member_id, rebalance_ms=1500, session_ms=30_000)  # follower never does
     waited = time.monotonic() - t0
     assert again.error_code == 0 and again.generation_id == gen + 1
-    assert [m.member_id for m in again.members] == [ra.member_id], "b must be removed at the rebalance timeout"
+    assert [m.member_id for m in again.members] == [lr.member_id], "the follower must be removed at the timeout"
     assert 1.4 <= waited < 5, f"join completed after {waited:.2f}s, rebalance timeout 1.5s"
-    assert await heartbeat(b, "g", gen, rb.member_id) == E.UnknownMemberIdError.errno
+    assert await heartbeat(fc, "g", gen, fr.member_id) == E.UnknownMemberIdError.errno
     await a.close()
     await b.close()
 
