@@ -1,8 +1,11 @@
 """Kafka anomaly checker: Jepsen's Kafka analyses over our history contract (see history/schema.py).
 
-One pass over the operations (in index order) collects, per key (topic-partition), the observed log, writers,
-readers and the pairs of successive reads/sends each process made; a second, per-key pass over that compact data
-turns it into cases. Each finder returns plain dicts with the evidence (key, values, offsets, operations).
+Columnar: one Python pass over the operations copies each record's (topic, partition, offset, value) into flat
+lists (C-level ``map`` per poll, never a Python statement per record); numpy then answers every question for all
+topic-partitions at once - which value was first seen at each offset (the version order), who read and wrote what,
+the successive reads and sends of each process - and only the rows it flags become cases, built in Python with
+their evidence (key, values, offsets, operations). :mod:`reports.checkers_simple` is the same analysis record by
+record; the tests hold the two to identical cases, and it is the fallback for what int64 columns cannot hold.
 
 Which anomalies are acceptable under which settings is decided in ONE place: :data:`ACCEPTABLE`.
 """
@@ -12,9 +15,14 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
-from operator import itemgetter, sub
+from itertools import chain
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from history.schema import key_of
 
 ANOMALIES = (
     "lost-write",
@@ -52,44 +60,6 @@ def acceptable(settings: dict | None) -> frozenset[str]:
     return frozenset(a for a, (pred, _why) in ACCEPTABLE.items() if pred(s))
 
 
-_MISSING = object()
-_PREV_VALUE = itemgetter(1)
-_CUR_VALUE = itemgetter(3)
-
-
-class _Key:
-    """Everything the pass collects about one topic-partition (also the hashable handle the pass keys on)."""
-
-    __slots__ = ("name", "topic", "log", "conflicts", "writers", "readers", "polls", "poll_pairs", "send_pairs",
-                 "batches", "info_offsets", "failed", "log_first")
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.name = f"{topic}/{partition}"
-        self.topic = topic
-        self.log: dict[int, Any] = {}  # offset -> first value observed there
-        self.conflicts: dict[int, list] = {}  # offset -> all values when more than one
-        self.writers: dict[Any, tuple[int, str]] = {}  # value -> (op position, completion type)
-        self.readers: dict[Any, int] = {}  # value -> first ok poll (position) that read it
-        self.polls: list[tuple[int, list]] = []  # (position, values) for polls with >= 2 records of this key
-        self.poll_pairs: list[tuple] = []  # (prev pos, prev last value, pos, first value)
-        self.send_pairs: list[tuple] = []  # (prev pos, prev value, pos, value)
-        self.batches: list[tuple[int, list]] = []  # (position, values) for batches with >= 2 sends to this key
-        self.info_offsets: list[tuple[int, Any]] = []  # offsets reported by info sends (used only if read)
-        self.failed: list = []  # values of failed sends (G1a candidates)
-        self.log_first = self.log.setdefault  # bound once: the hot loop calls it per record
-
-    def observe(self, off: int, v: Any) -> None:
-        prev = self.log.get(off, _MISSING)
-        if prev is _MISSING:
-            self.log[off] = v
-        elif prev != v:
-            vs = self.conflicts.get(off)
-            if vs is None:
-                self.conflicts[off] = [prev, v]
-            elif v not in vs:
-                vs.append(v)
-
-
 @dataclass
 class CheckResult:
     """Cases per anomaly (each a dict with evidence), which are acceptable, and the verdict."""
@@ -97,6 +67,16 @@ class CheckResult:
     anomalies: dict[str, list[dict]]
     acceptable: frozenset[str] = frozenset()
     stats: dict = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)  # every topic-partition seen, in first-seen order
+
+    def by_key(self) -> dict[str, CheckResult]:
+        """The result of each topic-partition alone (every analysis is per key, so this is what checking that
+        partition's operations by themselves gives): the Spark job's per-part rows, from one whole-run pass."""
+        out = {k: CheckResult({a: [] for a in ANOMALIES}, self.acceptable, {}, [k]) for k in self.keys}
+        for a, cases in self.anomalies.items():
+            for c in cases:
+                out[c["key"]].anomalies[a].append(c)
+        return out
 
     @property
     def counts(self) -> dict[str, int]:
@@ -139,171 +119,540 @@ def analyze(ops: Sequence[dict], settings: dict | None = None) -> CheckResult:
     was = gc.isenabled()
     gc.disable()  # the pass allocates many small acyclic objects; cyclic GC passes over them are pure cost
     try:
-        return _analyze(ops, settings)
+        try:
+            return _Columns(ops).analyze(settings)
+        except _DoesNotFit:
+            from .checkers_simple import analyze as analyze_simple
+
+            return analyze_simple(ops, settings)
     finally:
         if was:
             gc.enable()
 
 
-def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
-    # Hot loop: keys are found through topic -> partition dicts (no tuple built and hashed per record), the
-    # per-key state object is itself the key of the per-process tables, and dict methods are bound once per key
-    # switch rather than looked up per record.
-    by_topic: dict[str, dict[int, _Key]] = {}
-    order: list[_Key] = []  # keys in first-seen order (the order cases are reported in)
-    last_read: dict[int, dict[_Key, tuple]] = {}  # process -> key -> (pos, last value)
-    last_send: dict[int, dict[_Key, tuple]] = {}
-    n_records = 0
+class _DoesNotFit(Exception):
+    """An offset, partition or composite code does not fit int64: the record-by-record checker takes the run."""
 
-    def new_key(t: str, pt: int) -> _Key:
-        parts = by_topic.get(t)
-        if parts is None:
-            parts = by_topic[t] = {}
-        ks = parts[pt] = _Key(t, pt)
-        order.append(ks)
-        return ks
 
-    for pos, op in enumerate(ops):
-        typ = op["type"]
-        if typ == "invoke":
-            continue
-        f = op["f"]
-        if f == "poll":
-            if typ != "ok":
-                continue  # failed or unknown polls tell us nothing and do not move positions
-            recs = op["value"]["records"]
-            if not recs:
+_REC = itemgetter("topic", "partition", "offset", "value")
+_SEND = itemgetter("topic", "partition", "value")
+_OK, _INFO, _FAIL = 0, 1, 2
+_SEND_TYPES = {"ok": _OK, "info": _INFO, "fail": _FAIL}
+_LIMIT = 1 << 62
+
+
+def _int64(values: list) -> np.ndarray:
+    try:
+        return np.array(values, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        raise _DoesNotFit from None
+
+
+def _fits(*factors: int) -> None:
+    n = 1
+    for f in factors:
+        n *= max(int(f), 1)
+    if n >= _LIMIT:
+        raise _DoesNotFit
+
+
+def _first_rows(codes: np.ndarray) -> np.ndarray:
+    """For codes numbered in order of first appearance (pd.factorize), the row where each code first appears."""
+    if not len(codes):
+        return np.zeros(0, dtype=np.int64)
+    seen = np.maximum.accumulate(codes)
+    new = np.empty(len(codes), dtype=bool)
+    new[0] = True
+    np.greater(codes[1:], seen[:-1], out=new[1:])
+    return np.flatnonzero(new)
+
+
+def _factorize_values(values: list) -> tuple[np.ndarray, Callable[[int], Any]]:
+    """Codes per value with Python's equality (as dict keys compare), and code -> the value object."""
+    types = set(map(type, values))
+    codes = uniques = None
+    if types <= {int, bool}:
+        try:
+            codes, uniques = pd.factorize(np.array(values, dtype=np.int64))
+        except (OverflowError, ValueError):
+            codes = None
+    elif types == {str}:
+        codes, uniques = pd.factorize(np.array(values, dtype=object))
+    if codes is None:  # mixed, None, floats, big ints: exact Python dict semantics, one call per value
+        table: dict[Any, int] = {}
+        codes = np.fromiter(map(lambda v: table.setdefault(v, len(table)), values), dtype=np.int64,
+                            count=len(values))
+        objs = list(table)
+        return codes, objs.__getitem__
+    objs_cache: list = []
+
+    def obj(i: int) -> Any:
+        if not objs_cache:
+            objs_cache.append(uniques.tolist())
+        return objs_cache[0][i]
+
+    return codes.astype(np.int64, copy=False), obj
+
+
+def _groups(seg: np.ndarray, key: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by (operation, key), each group's rows in record order: (row permutation, group starts).
+
+    Kafka returns a partition's records contiguously, so groups are usually runs already; a key that comes back
+    later in the same operation is merged into its first run by a stable sort (as a dict per operation would)."""
+    n = len(seg)
+    start = np.ones(n, dtype=bool)
+    if n > 1:
+        start[1:] = (seg[1:] != seg[:-1]) | (key[1:] != key[:-1])
+    starts = np.flatnonzero(start)
+    perm = None
+    if len(starts) > 1:
+        g_seg = seg[starts]
+        runs_per_seg = np.bincount(g_seg)
+        many = runs_per_seg[g_seg] > 2  # a repeated key needs at least three runs in one operation
+        if many.any():
+            code = g_seg[many] * n_keys + key[starts[many]]
+            if len(np.unique(code)) < len(code):
+                perm = np.argsort(seg * n_keys + key, kind="stable")
+                s2, k2 = seg[perm], key[perm]
+                start = np.ones(n, dtype=bool)
+                start[1:] = (s2[1:] != s2[:-1]) | (k2[1:] != k2[:-1])
+                starts = np.flatnonzero(start)
+    return (np.arange(n) if perm is None else perm), starts
+
+
+class _Columns:
+    """One run as columns. Rows of the poll stream are polled records, rows of the send stream sent records."""
+
+    def __init__(self, ops: Sequence[dict]) -> None:
+        self.ops = ops
+        prow: list[tuple] = []  # (topic, partition, offset, value) of every record of every ok poll
+        pseg: list[tuple] = []  # (position, process, records) per ok poll with records
+        srow: list[tuple] = []  # (topic, partition, value) of every sent record
+        soff: list = []  # its offset (None when the completion gave none)
+        sseg: list[tuple] = []  # (position, process, type code, records) per send completion
+        events: list[tuple] = []  # (position, process, f, value) of assign / subscribe / crash
+        pext, pseg_add = prow.extend, pseg.append
+        srow_add, sext, soff_add, soff_ext, sseg_add = srow.append, srow.extend, soff.append, soff.extend, sseg.append
+        types = _SEND_TYPES
+        for pos, op in enumerate(ops):
+            typ = op["type"]
+            if typ == "invoke":
                 continue
-            n_records += len(recs)
-            # One pass; Kafka returns each partition's records contiguously, so switch key only on a change.
-            groups: dict[_Key, list] = {}
-            cur_t = cur_p = None
-            for r in recs:
-                t = r["topic"]
-                pt = r["partition"]
-                if pt != cur_p or t != cur_t:
-                    cur_t, cur_p = t, pt
-                    parts = by_topic.get(t)
-                    ks = parts.get(pt) if parts is not None else None
-                    if ks is None:
-                        ks = new_key(t, pt)
-                    vals = groups.get(ks)
-                    if vals is None:
-                        vals = groups[ks] = []
-                    log_first = ks.log_first
-                    readers = ks.readers
-                    add = vals.append
-                v = r["value"]
-                off = r["offset"]
-                prev = log_first(off, v)
-                if prev is not v and prev != v:
-                    ks.observe(off, v)
-                if v not in readers:
-                    readers[v] = pos
-                add(v)
-            p = op["process"]
-            lr = last_read.get(p)
-            if lr is None:
-                lr = last_read[p] = {}
-            for ks, vals in groups.items():
-                if len(vals) > 1:
-                    ks.polls.append((pos, vals))
-                prev = lr.get(ks)
-                if prev is not None:
-                    ks.poll_pairs.append((prev[0], prev[1], pos, vals[0]))
-                lr[ks] = (pos, vals[-1])
-        elif f == "send":
-            value = op["value"]
-            if "records" not in value:  # the common case: one record, inline
-                t = value["topic"]
-                pt = value["partition"]
-                v = value["value"]
-                parts = by_topic.get(t)
-                ks = parts.get(pt) if parts is not None else None
-                if ks is None:
-                    ks = new_key(t, pt)
-                ks.writers[v] = (pos, typ)
-                if typ == "fail":
-                    ks.failed.append(v)
-                    continue
-                off = value.get("offset")
-                if off is not None:
-                    if typ == "ok":
-                        prev = ks.log_first(off, v)
-                        if prev is not v and prev != v:
-                            ks.observe(off, v)
-                    else:
-                        ks.info_offsets.append((off, v))
-                p = op["process"]
-                ls = last_send.get(p)
-                if ls is None:
-                    ls = last_send[p] = {}
-                prev = ls.get(ks)
-                if prev is not None:
-                    ks.send_pairs.append((prev[0], prev[1], pos, v))
-                ls[ks] = (pos, v)
-                continue
-            recs = value["records"]
-            p = op["process"]
-            ls = None
-            if typ != "fail":
-                ls = last_send.get(p)
-                if ls is None:
-                    ls = last_send[p] = {}
-            batch: dict[_Key, list] | None = {} if len(recs) > 1 else None
-            for r in recs:
-                t = r["topic"]
-                pt = r["partition"]
-                v = r["value"]
-                parts = by_topic.get(t)
-                ks = parts.get(pt) if parts is not None else None
-                if ks is None:
-                    ks = new_key(t, pt)
-                ks.writers[v] = (pos, typ)
-                if typ == "fail":
-                    ks.failed.append(v)
-                    continue
-                off = r.get("offset")
-                if off is not None:
-                    if typ == "ok":
-                        ks.observe(off, v)
-                    else:
-                        ks.info_offsets.append((off, v))
-                if batch is not None:
-                    batch.setdefault(ks, []).append(v)
-                prev = ls.get(ks)
-                if prev is not None and prev[0] != pos:  # pairs inside one batch are internal, checked below
-                    ks.send_pairs.append((prev[0], prev[1], pos, v))
-                ls[ks] = (pos, v)
-            if batch:
-                for ks, vals in batch.items():
-                    if len(vals) > 1:
-                        ks.batches.append((pos, vals))
-        elif f == "assign" or f == "subscribe":
-            if typ == "fail":
-                continue
-            v = op["value"]
-            p = op["process"]
-            for table in (last_read, last_send):
-                cur = table.get(p)
-                if not cur:
-                    continue
-                if f == "assign":
-                    keep = set(v["partitions"])
-                    table[p] = {ks: x for ks, x in cur.items() if ks.name in keep}
+            f = op["f"]
+            if f == "poll":
+                if typ == "ok":
+                    recs = op["value"]["records"]
+                    if recs:
+                        pext(map(_REC, recs))
+                        pseg_add((pos, op["process"], len(recs)))
+            elif f == "send":
+                v = op["value"]
+                if "records" not in v:
+                    srow_add(_SEND(v))
+                    soff_add(v.get("offset"))
+                    sseg_add((pos, op["process"], types[typ], 1))
                 else:
-                    topics = set(v["topics"])
-                    table[p] = {ks: x for ks, x in cur.items() if ks.topic in topics}
-        elif f == "crash":
-            p = op["process"]
-            last_read.pop(p, None)
-            last_send.pop(p, None)
+                    recs = v["records"]
+                    sext(map(_SEND, recs))
+                    soff_ext([r.get("offset") for r in recs])
+                    sseg_add((pos, op["process"], types[typ], len(recs)))
+            elif f == "assign" or f == "subscribe":
+                if typ != "fail":
+                    events.append((pos, op["process"], f, op["value"]))
+            elif f == "crash":
+                events.append((pos, op["process"], f, None))
+        self.n_polled = len(prow)
+        self._build(prow, pseg, srow, soff, sseg, events)
 
-    anomalies: dict[str, list[dict]] = {a: [] for a in ANOMALIES}
-    for ks in order:
-        _analyze_key(ks.name, ks, anomalies, ops)
-    stats = {"ops": len(ops), "keys": len(order), "polled_records": n_records}
-    return CheckResult(anomalies, acceptable(settings), stats)
+    # ------------------------------------------------------------------ columns
+
+    def _build(self, prow: list, pseg: list, srow: list, soff: list, sseg: list, events: list) -> None:
+        n_p, n_s = len(prow), len(srow)
+        flat = list(chain.from_iterable(prow))
+        del prow
+        if srow:
+            s_t, s_p, s_v = map(list, zip(*srow, strict=True))
+        else:
+            s_t, s_p, s_v = [], [], []
+        topics = flat[0::4] + s_t
+        parts = _int64(flat[1::4] + s_p)
+        offsets = _int64(flat[2::4])
+        values = flat[3::4] + s_v
+        del flat
+
+        # keys (topic-partitions), numbered in first-seen order
+        t_codes, t_uniq = pd.factorize(np.array(topics, dtype=object))
+        del topics
+        pmin = int(parts.min()) if len(parts) else 0
+        span = (int(parts.max()) - pmin + 1) if len(parts) else 1
+        _fits(len(t_uniq), span)
+        k_raw = t_codes.astype(np.int64) * span + (parts - pmin)
+        k_codes, k_uniq = pd.factorize(k_raw)
+        k_codes = k_codes.astype(np.int64, copy=False)
+        n_keys = len(k_uniq)
+        p_pos = np.repeat(np.array([s[0] for s in pseg], dtype=np.int64), [s[2] for s in pseg]) if pseg else \
+            np.zeros(0, dtype=np.int64)
+        s_pos = np.repeat(np.array([s[0] for s in sseg], dtype=np.int64), [s[3] for s in sseg]) if sseg else \
+            np.zeros(0, dtype=np.int64)
+        # first seen = lowest (operation position, row): rows of one operation are contiguous in one stream
+        n_rows = len(k_codes)
+        _fits(len(self.ops) + 1, n_rows + 1)
+        seen = np.full(n_keys, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(seen, k_codes, np.concatenate((p_pos, s_pos)) * (n_rows + 1) + np.arange(n_rows))
+        order = np.argsort(seen)
+        rank = np.empty(n_keys, dtype=np.int64)
+        rank[order] = np.arange(n_keys)
+        k_codes = rank[k_codes]
+        k_uniq = k_uniq[order]
+        t_uniq = list(t_uniq)
+        self.key_topic = [t_uniq[int(x) // span] for x in k_uniq]
+        self.key_name = [key_of(t_uniq[int(x) // span], int(x) % span + pmin) for x in k_uniq]
+        self.n_keys = n_keys
+
+        # (key, value) pairs: "kv" ids; a value stands for itself when no value is shared by two keys
+        v_codes, self._vobj = _factorize_values(values)
+        del values
+        n_v = int(v_codes.max()) + 1 if len(v_codes) else 0
+        key_of_v = np.zeros(n_v, dtype=np.int64)
+        key_of_v[v_codes] = k_codes
+        if (key_of_v[v_codes] == k_codes).all():
+            kv, self.kv_key, self.kv_val = v_codes, key_of_v, np.arange(n_v)
+        else:
+            _fits(n_keys, n_v)
+            kv, kv_uniq = pd.factorize(k_codes * n_v + v_codes)
+            kv = kv.astype(np.int64, copy=False)
+            self.kv_key, self.kv_val = kv_uniq // n_v, kv_uniq % n_v
+        self.n_kv = len(self.kv_key)
+
+        self.p_kv, self.p_key, self.p_off, self.p_pos = kv[:n_p], k_codes[:n_p], offsets, p_pos
+        self.p_seg = np.repeat(np.arange(len(pseg)), [s[2] for s in pseg]) if pseg else np.zeros(0, np.int64)
+        self.s_kv, self.s_key, self.s_pos = kv[n_p:], k_codes[n_p:], s_pos
+        self.s_seg = np.repeat(np.arange(len(sseg)), [s[3] for s in sseg]) if sseg else np.zeros(0, np.int64)
+        self.s_typ = self.s_seg.copy()
+        if sseg:
+            self.s_typ = np.array([s[2] for s in sseg], dtype=np.int8)[self.s_seg]
+        has_off = np.fromiter(map(lambda o: o is not None, soff), dtype=bool, count=n_s)
+        self.s_has_off = has_off
+        self.s_off = np.zeros(n_s, dtype=np.int64)
+        if has_off.any():
+            self.s_off[has_off] = _int64([o for o in soff if o is not None])
+
+        # processes, dense, for per-process successions
+        procs = [s[1] for s in pseg] + [s[1] for s in sseg] + [e[1] for e in events]
+        pr_codes, _ = pd.factorize(_int64(procs)) if procs else (np.zeros(0, np.int64), None)
+        pr_codes = pr_codes.astype(np.int64, copy=False)
+        self.n_procs = int(pr_codes.max()) + 1 if len(pr_codes) else 1
+        np_, ns_ = len(pseg), len(sseg)
+        self.p_proc = pr_codes[:np_][self.p_seg] if np_ else np.zeros(0, np.int64)
+        self.s_proc = pr_codes[np_:np_ + ns_][self.s_seg] if ns_ else np.zeros(0, np.int64)
+        self.events = [(e[0], int(c), e[2], e[3]) for e, c in zip(events, pr_codes[np_ + ns_:], strict=True)]
+        self.n_ops = len(self.ops)
+        _fits(self.n_procs, self.n_keys, self.n_ops + 1)
+
+    # ------------------------------------------------------------------ the version order per key
+
+    def _version_order(self) -> None:
+        """Jepsen's version order: per key, each offset's first observed value, offsets ranked densely.
+
+        Observed: every polled record and every ok send's offset, in history order; then info sends' offsets,
+        in history order, but only for values some poll read (an unread info send may not have happened)."""
+        n_kv = self.n_kv
+        is_read = np.zeros(n_kv, dtype=bool)
+        is_read[self.p_kv] = True
+        self.is_read = is_read
+        ok_sent = (self.s_typ == _OK) & self.s_has_off
+        info_sent = (self.s_typ == _INFO) & self.s_has_off
+        info_sent &= is_read[self.s_kv]
+        # Polls and ok sends merged in history order (positions differ: one operation is one or the other).
+        ok_rows = np.flatnonzero(ok_sent)
+        info_rows = np.flatnonzero(info_sent)
+        n_p = len(self.p_kv)
+        s_at = self.s_pos[ok_rows]
+        p_rank = np.arange(n_p) + np.searchsorted(s_at, self.p_pos)
+        s_rank = np.arange(len(ok_rows)) + np.searchsorted(self.p_pos, s_at)
+        n_obs = n_p + len(ok_rows) + len(info_rows)
+        o_key = np.empty(n_obs, dtype=np.int64)
+        o_off = np.empty(n_obs, dtype=np.int64)
+        o_kv = np.empty(n_obs, dtype=np.int64)
+        o_pos = np.empty(n_obs, dtype=np.int64)
+        for dst, src in ((o_key, (self.p_key, self.s_key)), (o_off, (self.p_off, self.s_off)),
+                         (o_kv, (self.p_kv, self.s_kv)), (o_pos, (self.p_pos, self.s_pos))):
+            dst[p_rank] = src[0]
+            dst[s_rank] = src[1][ok_rows]
+            dst[n_p + len(ok_rows):] = src[1][info_rows]
+        omin = int(o_off.min()) if n_obs else 0
+        ospan = (int(o_off.max()) - omin + 1) if n_obs else 1
+        _fits(self.n_keys, ospan)
+        ko, ko_uniq = pd.factorize(o_key * ospan + (o_off - omin))
+        ko = ko.astype(np.int64, copy=False)
+        chosen = o_kv[_first_rows(ko)]  # per (key, offset): the first value observed there
+        self.conflicted = o_kv != chosen[ko]
+        # dense index of each (key, offset) within its key
+        srt = np.argsort(ko_uniq, kind="stable")
+        s_key = ko_uniq[srt] // ospan
+        key_start = np.searchsorted(s_key, np.arange(self.n_keys + 1))
+        dense = np.empty(len(ko_uniq), dtype=np.int64)
+        dense[srt] = np.arange(len(ko_uniq)) - key_start[s_key]
+        self.key_start = key_start
+        self.by_index = chosen[srt]  # per key, its slice key_start[k]:key_start[k+1] is the version order
+        self.index_offset = ko_uniq[srt] % ospan + omin
+        big = np.iinfo(np.int64).max
+        bv = np.full(n_kv, big, dtype=np.int64)
+        np.minimum.at(bv, chosen, dense)
+        self.dup_chosen = bool(len(chosen)) and int(np.bincount(chosen).max()) > 1
+        bv[bv == big] = -1
+        self.bv = bv  # value -> first dense index among chosen values (Jepsen's :by-value), -1 if none
+        if not self.conflicted.any() and not self.dup_chosen:
+            self.first_index = self.last_index = bv
+        else:
+            i_obs = dense[ko]
+            fi = np.full(n_kv, big, dtype=np.int64)
+            np.minimum.at(fi, o_kv, i_obs)
+            fi[fi == big] = -1
+            li = np.full(n_kv, -1, dtype=np.int64)
+            np.maximum.at(li, o_kv, i_obs)
+            self.first_index, self.last_index = fi, li
+        self._obs = (o_key, o_off, o_kv, o_pos, ko, dense, chosen)
+
+    # ------------------------------------------------------------------ successions per process
+
+    def _epochs(self, proc: np.ndarray, key: np.ndarray, pos: np.ndarray) -> np.ndarray | None:
+        """A number per (process, key, position) that changes exactly when an assign, subscribe or crash of that
+        process between two positions dropped the key: successive reads/sends pair up only within one epoch."""
+        if not self.events:
+            return None
+        n1 = self.n_ops + 1
+        K = self.n_keys  # noqa: N806
+        every = np.sort(np.array([p * n1 + at for at, p, _f, _v in self.events], dtype=np.int64))
+        kept: list[int] = []
+        by_name = {n: i for i, n in enumerate(self.key_name)}
+        by_topic: dict[str, list[int]] = {}
+        for i, t in enumerate(self.key_topic):
+            by_topic.setdefault(t, []).append(i)
+        for at, p, f, v in self.events:
+            if f == "assign":
+                ks = [by_name[n] for n in set(v["partitions"]) if n in by_name]
+            elif f == "subscribe":
+                ks = [k for t in set(v["topics"]) for k in by_topic.get(t, ())]
+            else:
+                continue
+            kept.extend((p * K + k) * n1 + at for k in ks)
+        kept_arr = np.sort(np.array(kept, dtype=np.int64))
+        return np.searchsorted(every, proc * n1 + pos) - np.searchsorted(kept_arr, (proc * K + key) * n1 + pos)
+
+    def _successions(self, g_proc: np.ndarray, g_key: np.ndarray, g_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(previous group, group) pairs: one process's successive groups of one key within one epoch."""
+        if len(g_proc) < 2:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        code = g_proc * self.n_keys + g_key
+        srt = np.argsort(code, kind="stable")  # groups are in position order already
+        c = code[srt]
+        same = c[1:] == c[:-1]
+        ep = self._epochs(g_proc, g_key, g_pos)
+        if ep is not None:
+            e = ep[srt]
+            same &= e[1:] == e[:-1]
+        idx = np.flatnonzero(same)
+        return srt[idx], srt[idx + 1]
+
+    # ------------------------------------------------------------------ evidence helpers
+
+    def ref(self, pos: int | None) -> dict | None:
+        return _op_ref(self.ops, None if pos is None else int(pos))
+
+    def val(self, kv: int) -> Any:
+        return self._vobj(int(self.kv_val[kv]))
+
+    def first_read_pos(self) -> np.ndarray:
+        if not hasattr(self, "_frp"):
+            big = np.iinfo(np.int64).max
+            rows = np.full(self.n_kv, big, dtype=np.int64)
+            np.minimum.at(rows, self.p_kv, np.arange(len(self.p_kv)))
+            self._frr = rows  # first reading row: readers' insertion order
+            at = np.append(self.p_pos, -1)  # the row past the end stands for "never read"
+            self._frp = at[np.minimum(rows, len(self.p_pos))]
+        return self._frp
+
+    def reader_ref(self, kv: int) -> dict | None:
+        p = int(self.first_read_pos()[kv])
+        return self.ref(p) if p >= 0 else None
+
+    def writer_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per kv: the row of its last send (whose type counts) and of its first (the order writers are listed)."""
+        if not hasattr(self, "_wr"):
+            n = len(self.s_kv)
+            last = np.full(self.n_kv, -1, dtype=np.int64)
+            np.maximum.at(last, self.s_kv, np.arange(n))
+            big = np.iinfo(np.int64).max
+            first = np.full(self.n_kv, big, dtype=np.int64)
+            np.minimum.at(first, self.s_kv, np.arange(n))
+            self._wr = (last, first)
+        return self._wr
+
+    def writer_ref(self, kv: int) -> dict | None:
+        row = int(self.writer_rows()[0][kv])
+        return self.ref(self.s_pos[row]) if row >= 0 else None
+
+    def skipped(self, key: int, i1: int, d: int) -> list:
+        s = self.key_start[key]
+        return [self.val(x) for x in self.by_index[s + i1 + 1: s + i1 + d]]
+
+    # ------------------------------------------------------------------ the analysis
+
+    def analyze(self, settings: dict | None) -> CheckResult:
+        found: dict[str, list[tuple]] = {a: [] for a in ANOMALIES}  # (sort key, case)
+        if self.n_kv:
+            self._version_order()
+            self._log_cases(found)
+            self._write_cases(found)
+            self._poll_cases(found)
+            self._send_cases(found)
+        anomalies = {a: [c for _k, c in sorted(found[a], key=itemgetter(0))] for a in ANOMALIES}
+        stats = {"ops": len(self.ops), "keys": self.n_keys, "polled_records": self.n_polled}
+        return CheckResult(anomalies, acceptable(settings), stats, list(self.key_name))
+
+    def _log_cases(self, found: dict) -> None:
+        """inconsistent-offsets (one offset, several values) and duplicate (one value, several offsets)."""
+        if not self.conflicted.any() and not self.dup_chosen:
+            return
+        o_key, o_off, o_kv, _o_pos, ko, dense, _chosen = self._obs
+        # distinct (ko, kv) in order of first observation: per offset, its values in the order they were seen
+        _fits(len(dense), self.n_kv)
+        pair, _ = pd.factorize(ko * self.n_kv + o_kv)
+        rows = _first_rows(pair.astype(np.int64, copy=False))
+        per_off: dict[int, list[int]] = {}
+        for r in rows.tolist():
+            per_off.setdefault(int(ko[r]), []).append(int(o_kv[r]))
+        key_of_ko = {int(ko[r]): (int(o_key[r]), int(o_off[r]), int(dense[ko[r]])) for r in rows.tolist()}
+        value_offsets: dict[int, list[tuple[int, int, int]]] = {}  # kv -> [(dense index, offset, place)]
+        for k_o, kvs in per_off.items():
+            key, off, i = key_of_ko[k_o]
+            if len(kvs) > 1:
+                vals = [self.val(x) for x in kvs]
+                found["inconsistent-offsets"].append(((key, off), {
+                    "key": self.key_name[key], "offset": off, "values": vals,
+                    "writers": [self.writer_ref(x) for x in kvs],
+                    "readers": [self.reader_ref(x) for x in kvs]}))
+            for place, x in enumerate(kvs):
+                value_offsets.setdefault(x, []).append((i, off, place))
+        for x, at in value_offsets.items():
+            if len(at) > 1:
+                at.sort()
+                key = int(self.kv_key[x])
+                found["duplicate"].append(((key, at[0][0], at[0][2]), {
+                    "key": self.key_name[key], "value": self.val(x), "count": len(at),
+                    "offsets": [off for _i, off, _p in at], "writer": self.writer_ref(x),
+                    "reader": self.reader_ref(x)}))
+
+    def _write_cases(self, found: dict) -> None:
+        """G1a (a failed send read), lost-write (acknowledged, unread, below what was read) and unseen."""
+        last, first = self.writer_rows()
+        written = last >= 0
+        w_typ = np.full(self.n_kv, -1, dtype=np.int8)
+        w_typ[written] = self.s_typ[last[written]]
+        g1a = np.flatnonzero(self.is_read & (w_typ == _FAIL))
+        if len(g1a):
+            self.first_read_pos()
+            for x in g1a.tolist():
+                key = int(self.kv_key[x])
+                found["G1a"].append(((key, int(self._frr[x])), {
+                    "key": self.key_name[key], "value": self.val(x), "writer": self.writer_ref(x),
+                    "reader": self.reader_ref(x)}))
+        unread = np.flatnonzero(~self.is_read & (w_typ == _OK))
+        if not len(unread):
+            return
+        fi, li = self.first_index, self.last_index
+        read_kv = np.flatnonzero(self.is_read & (fi >= 0))
+        bound = np.full(self.n_keys, -1, dtype=np.int64)
+        np.maximum.at(bound, self.kv_key[read_kv], fi[read_kv])
+        bound_kv: dict[int, int] = {}
+        for x in unread.tolist():
+            key = int(self.kv_key[x])
+            b = int(bound[key])
+            i_last = int(li[x])
+            order = (key, int(first[x]))
+            if i_last >= 0 and i_last <= b:
+                if key not in bound_kv:  # the highest read value; ties go to the one read first
+                    self.first_read_pos()
+                    at = read_kv[(self.kv_key[read_kv] == key) & (fi[read_kv] == b)]
+                    bound_kv[key] = int(at[np.argmin(self._frr[at])])
+                bk = bound_kv[key]
+                found["lost-write"].append((order, {
+                    "key": self.key_name[key], "value": self.val(x), "index": int(fi[x]), "max_read_index": b,
+                    "max_read_value": self.val(bk), "writer": self.writer_ref(x), "max_read": self.reader_ref(bk)}))
+            else:
+                found["unseen"].append((order, {
+                    "key": self.key_name[key], "value": self.val(x), "index": i_last if i_last >= 0 else None,
+                    "max_read_index": b, "writer": self.writer_ref(x)}))
+
+    def _inner(self, found: dict, kv: np.ndarray, key: np.ndarray, pos: np.ndarray, starts: np.ndarray,
+               skip: str, back: str) -> None:
+        """Successive values inside one group (a poll's or a batch's records of one key) must be successive
+        in the version order."""
+        if len(kv) < 2:
+            return
+        idx = self.bv[kv]
+        inner = np.ones(len(kv) - 1, dtype=bool)
+        inner[starts[1:] - 1] = False  # the last row of a group pairs with nothing
+        d = idx[1:] - idx[:-1]
+        bad = np.flatnonzero(inner & (idx[1:] >= 0) & (idx[:-1] >= 0) & (d != 1))
+        for r in bad.tolist():
+            a, b, dd, k = int(kv[r]), int(kv[r + 1]), int(d[r]), int(key[r])
+            case = {"key": self.key_name[k], "values": [self.val(a), self.val(b)], "delta": dd}
+            if dd > 1:
+                case["skipped"] = self.skipped(k, int(idx[r]), dd)
+                case["op"] = self.ref(pos[r])
+                found[skip].append(((k, int(pos[r]), r), case))
+            else:
+                case["op"] = self.ref(pos[r])
+                found[back].append(((k, int(pos[r]), r), case))
+
+    def _poll_cases(self, found: dict) -> None:
+        """poll-skip / nonmonotonic-poll across a process's polls; int-* inside one poll."""
+        perm, starts = _groups(self.p_seg, self.p_key, self.n_keys)
+        kv, key, pos, proc = self.p_kv[perm], self.p_key[perm], self.p_pos[perm], self.p_proc[perm]
+        self._inner(found, kv, key, pos, starts, "int-poll-skip", "int-nonmonotonic-poll")
+        if not len(starts):
+            return
+        ends = np.append(starts[1:], len(kv)) - 1
+        g_key, g_pos = key[starts], pos[starts]
+        prev, cur = self._successions(proc[starts], g_key, g_pos)
+        i1 = self.bv[kv[ends[prev]]]
+        i2 = self.bv[kv[starts[cur]]]
+        d = i2 - i1
+        for j in np.flatnonzero((i1 >= 0) & (i2 >= 0) & (d != 1)).tolist():
+            p, c = int(prev[j]), int(cur[j])
+            k, dd = int(g_key[c]), int(d[j])
+            a, b = int(kv[ends[p]]), int(kv[starts[c]])
+            case = {"key": self.key_name[k], "values": [self.val(a), self.val(b)], "delta": dd}
+            if dd > 1:
+                case["skipped"] = self.skipped(k, int(i1[j]), dd)
+            case["ops"] = [self.ref(g_pos[p]), self.ref(g_pos[c])]
+            found["poll-skip" if dd > 1 else "nonmonotonic-poll"].append(((k, int(g_pos[c])), case))
+
+    def _send_cases(self, found: dict) -> None:
+        """nonmonotonic-send across a process's sends; int-* inside one batch. Failed sends took no place."""
+        live = np.flatnonzero(self.s_typ != _FAIL)
+        seg, key = self.s_seg[live], self.s_key[live]
+        perm, starts = _groups(seg, key, self.n_keys)
+        rows = live[perm]
+        kv, key, pos, proc = self.s_kv[rows], self.s_key[rows], self.s_pos[rows], self.s_proc[rows]
+        self._inner(found, kv, key, pos, starts, "int-send-skip", "int-nonmonotonic-send")
+        if not len(starts):
+            return
+        ends = np.append(starts[1:], len(kv)) - 1
+        g_key, g_pos = key[starts], pos[starts]
+        prev, cur = self._successions(proc[starts], g_key, g_pos)
+        i1 = self.bv[kv[ends[prev]]]
+        i2 = self.bv[kv[starts[cur]]]
+        d = i2 - i1
+        for j in np.flatnonzero((i1 >= 0) & (i2 >= 0) & (d < 1)).tolist():
+            p, c = int(prev[j]), int(cur[j])
+            k = int(g_key[c])
+            a, b = int(kv[ends[p]]), int(kv[starts[c]])
+            found["nonmonotonic-send"].append(((k, int(g_pos[c])), {
+                "key": self.key_name[k], "values": [self.val(a), self.val(b)], "delta": int(d[j]),
+                "ops": [self.ref(g_pos[p]), self.ref(g_pos[c])]}))
 
 
 def _op_ref(ops: Sequence[dict], pos: int | None) -> dict | None:
@@ -313,184 +662,6 @@ def _op_ref(ops: Sequence[dict], pos: int | None) -> dict | None:
     op = ops[pos]
     return {"index": op["index"], "time_ns": op["time_ns"], "process": op["process"], "type": op["type"],
             "f": op["f"], "value": op["value"]}
-
-
-def _analyze_key(key: str, ks: _Key, out: dict[str, list[dict]], ops: Sequence[dict]) -> None:
-    # Each finder first asks a C-level question (all deltas 1? any value unread?) that a clean key answers with
-    # "nothing here", and only then walks its data in Python to build cases.
-    readers = ks.readers
-    writers = ks.writers
-    # Info sends count towards the version order only if someone read their value (they must have happened).
-    for off, v in ks.info_offsets:
-        if v in readers:
-            ks.observe(off, v)
-    log = ks.log
-    offsets = sorted(log)
-    n = len(offsets)
-    by_index: list = list(map(log.__getitem__, offsets))
-    # value -> dense index, from the one value chosen per offset (Jepsen's :by-value): the first index wins.
-    by_value: dict[Any, int] = dict(zip(reversed(by_index), range(n - 1, -1, -1), strict=True))
-    conflicts = ks.conflicts
-    if not conflicts and len(by_value) == n:
-        # One value per offset and one offset per value: every map below is by_value, and nothing is duplicated.
-        first_index = last_index = by_value
-        value_offsets: dict[Any, list[int]] = {}
-    else:
-        first_index = {}  # every value -> first dense index it appears at
-        last_index = {}  # every value -> last dense index it appears at
-        value_offsets = {}
-        for i, off in enumerate(offsets):
-            v = by_index[i]
-            vs = conflicts.get(off) or (v,)
-            for x in vs:
-                if x not in first_index:
-                    first_index[x] = i
-                last_index[x] = i
-                lst = value_offsets.get(x)
-                if lst is None:
-                    value_offsets[x] = [off]
-                else:
-                    lst.append(off)
-
-    # inconsistent-offsets: one offset, several values.
-    for off in sorted(conflicts):
-        vals = conflicts[off]
-        out["inconsistent-offsets"].append(
-            {"key": key, "offset": off, "values": list(vals),
-             "writers": [_op_ref(ops, writers[x][0]) if x in writers else None for x in vals],
-             "readers": [_op_ref(ops, readers.get(x)) for x in vals]}
-        )
-    # duplicate: one value, several offsets.
-    for v, offs in value_offsets.items():
-        if len(offs) > 1:
-            out["duplicate"].append(
-                {"key": key, "value": v, "count": len(offs), "offsets": offs,
-                 "writer": _op_ref(ops, writers[v][0]) if v in writers else None,
-                 "reader": _op_ref(ops, readers.get(v))}
-            )
-    # G1a: an ok poll read a value whose send failed.
-    # (only values whose last send failed can be cases; ks.failed lists every value a failed send wrote)
-    if any(v in readers and writers[v][1] == "fail" for v in ks.failed):
-        for v, rpos in readers.items():
-            w = writers.get(v)
-            if w is not None and w[1] == "fail":
-                out["G1a"].append({"key": key, "value": v, "writer": _op_ref(ops, w[0]),
-                                   "reader": _op_ref(ops, rpos)})
-    # lost-write / unseen.
-    bound = -1
-    bound_value = None
-    if readers:
-        idx = list(map(first_index.get, readers))
-        if None in idx:
-            for v in readers:
-                i = first_index.get(v)
-                if i is not None and i > bound:
-                    bound, bound_value = i, v
-        else:
-            bound = max(idx)
-            bound_value = next(islice(readers, idx.index(bound), None))
-    unread = writers.keys() - readers.keys()
-    if unread:
-        for v in [v for v in writers if v in unread]:
-            wpos, wtyp = writers[v]
-            if wtyp != "ok":
-                continue  # info sends never read may not have happened; failed ones did not
-            li = last_index.get(v)
-            if li is not None and li <= bound:
-                out["lost-write"].append(
-                    {"key": key, "value": v, "index": first_index[v], "max_read_index": bound,
-                     "max_read_value": bound_value, "writer": _op_ref(ops, wpos),
-                     "max_read": _op_ref(ops, readers.get(bound_value))}
-                )
-            else:
-                out["unseen"].append({"key": key, "value": v, "index": li, "max_read_index": bound,
-                                      "writer": _op_ref(ops, wpos)})
-
-    bv = by_value.get
-
-    def delta_of(v1: Any, v2: Any) -> int | None:
-        i1 = bv(v1)
-        i2 = bv(v2)
-        if i1 is None or i2 is None:
-            return None
-        return i2 - i1
-
-    # poll-skip / nonmonotonic-poll across one process's successive polls.
-    pairs = ks.poll_pairs
-    if pairs and not _all_steps_are(1, pairs, bv):
-        for ppos, pv, cpos, cv in pairs:
-            i1 = bv(pv)
-            i2 = bv(cv)
-            if i1 is None or i2 is None or i2 - i1 == 1:
-                continue
-            d = i2 - i1
-            if d > 1:
-                out["poll-skip"].append({"key": key, "values": [pv, cv], "delta": d,
-                                         "skipped": by_index[i1 + 1: i1 + d],
-                                         "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
-            else:
-                out["nonmonotonic-poll"].append({"key": key, "values": [pv, cv], "delta": d,
-                                                 "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
-    # int-poll-skip / int-nonmonotonic-poll inside one poll.
-    for pos, vals in ks.polls:
-        idx = list(map(bv, vals))
-        i0 = idx[0]
-        if i0 is not None and None not in idx and idx == list(range(i0, i0 + len(idx))):
-            continue  # the common case: consecutive values of the version order
-        for a, b in zip(vals, vals[1:], strict=False):
-            d = delta_of(a, b)
-            if d is None or d == 1:
-                continue
-            if d > 1:
-                i1 = by_value[a]
-                out["int-poll-skip"].append({"key": key, "values": [a, b], "delta": d,
-                                             "skipped": by_index[i1 + 1: i1 + d], "op": _op_ref(ops, pos)})
-            else:
-                out["int-nonmonotonic-poll"].append({"key": key, "values": [a, b], "delta": d,
-                                                     "op": _op_ref(ops, pos)})
-    # nonmonotonic-send across one process's successive sends.
-    pairs = ks.send_pairs
-    if pairs and not _all_steps_at_least(1, pairs, bv):
-        for ppos, pv, cpos, cv in pairs:
-            d = delta_of(pv, cv)
-            if d is not None and d < 1:
-                out["nonmonotonic-send"].append({"key": key, "values": [pv, cv], "delta": d,
-                                                 "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
-    # int-nonmonotonic-send / int-send-skip inside one batch.
-    for pos, vals in ks.batches:
-        for a, b in zip(vals, vals[1:], strict=False):
-            d = delta_of(a, b)
-            if d is None or d == 1:
-                continue
-            if d > 1:
-                i1 = by_value[a]
-                out["int-send-skip"].append({"key": key, "values": [a, b], "delta": d,
-                                             "skipped": by_index[i1 + 1: i1 + d], "op": _op_ref(ops, pos)})
-            else:
-                out["int-nonmonotonic-send"].append({"key": key, "values": [a, b], "delta": d,
-                                                     "op": _op_ref(ops, pos)})
-
-
-def _pair_steps(pairs: list[tuple], index_of: Callable) -> list[int] | None:
-    """Index steps (current - previous) of (prev pos, prev value, pos, value) pairs, or None if a value has no
-    index (then the caller's exact loop decides)."""
-    before = list(map(index_of, map(_PREV_VALUE, pairs)))
-    after = list(map(index_of, map(_CUR_VALUE, pairs)))
-    if None in before or None in after:
-        return None
-    return list(map(sub, after, before))
-
-
-def _all_steps_are(step: int, pairs: list[tuple], index_of: Callable) -> bool:
-    """True when every pair moved exactly ``step`` along the version order (no case can come from them)."""
-    steps = _pair_steps(pairs, index_of)
-    return steps is not None and steps.count(step) == len(steps)
-
-
-def _all_steps_at_least(step: int, pairs: list[tuple], index_of: Callable) -> bool:
-    """True when every pair moved at least ``step`` along the version order (no case can come from them)."""
-    steps = _pair_steps(pairs, index_of)
-    return steps is not None and min(steps) >= step
 
 
 def check(ops: Iterable[dict], settings: dict | None = None) -> CheckResult:
