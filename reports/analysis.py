@@ -158,6 +158,30 @@ def check_part(kind: str, key: str, ops: Sequence[dict], settings: dict | None, 
     return pv
 
 
+def part_verdicts(h: History, budget_s: float = 10.0, max_cases: int = 8) -> list[PartVerdict]:
+    """What :func:`check_part` gives for every part of :func:`split_parts`, from one whole-run pass per checker.
+
+    Every analysis is per key, so the anomaly checker's cases split by key, and the linearizability search
+    partitions by key itself (each part with its own budget, as a part checked alone would have); nothing is
+    copied into per-part operation lists. ``ops`` of a part is the number of operations its model checked."""
+    res = analyze(h.ops, h.settings).by_key()
+    log = {str(p.key): p for p in check_operations(PARTITION_LOG, log_operations(h.ops), budget_s=budget_s).parts}
+    out = []
+    for key in sorted(set(res) | set(log)):
+        r = res.get(key)
+        p = log.get(key)
+        pv = PartVerdict(TP, key, p.ops if p else 0, r.counts if r else {},
+                         r.summary(max_cases)["cases"] if r else {}, PARTITION_LOG.name, OK)
+        if p is not None:
+            pv.lin_verdict, pv.lin_elapsed_s, pv.counterexample = p.verdict, p.elapsed_s, p.counterexample
+        out.append(pv)
+    for p in check_operations(COMMITTED_OFFSETS, offset_operations(h.ops), budget_s=budget_s).parts:
+        g, k = p.key
+        out.append(PartVerdict(GROUP, f"{g}|{k}", p.ops, lin_model=COMMITTED_OFFSETS.name, lin_verdict=p.verdict,
+                               lin_elapsed_s=p.elapsed_s, counterexample=p.counterexample))
+    return out
+
+
 @dataclass
 class RunVerdict:
     """One run's verdict: anomaly counts, which are not acceptable, and linearizability per model."""

@@ -7,10 +7,10 @@ Plan (DataFrames throughout):
 
 1. ``binaryFile`` source: one row per history file (JSONL, JSONL.gz or Parquet, on any Hadoop file system).
 2. ``mapInPandas``: each file is parsed and validated with :mod:`history` (the same code a direct check uses),
-   each run is split into groups: one per topic-partition and one per (group, topic-partition)
-   (P-compositionality, see :mod:`reports.analysis`), and the executor runs the anomaly checker and the
-   linearizability search on every (run, group); plus one ``run`` row per run with its latencies. Files are
-   whole runs, so no shuffle is needed to form the groups.
+   and the executor checks each run's groups: one per topic-partition and one per (group, topic-partition)
+   (P-compositionality, see :mod:`reports.analysis`), each with the anomaly checker's cases for its key and its
+   own linearizability search; one row per (run, group), plus one ``run`` row per run with its latencies. Files
+   are whole runs, so no shuffle is needed to form the groups.
 3. ``groupBy`` aggregations into the tables ``runs``, ``targets``, ``anomalies``, ``rules`` and ``parts`` (Parquet),
    and ``report.html``.
 """
@@ -37,7 +37,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: import from th
 
 from history.io import CorruptLineWarning, read_bytes  # noqa: E402
 from history.schema import HistoryError  # noqa: E402
-from reports.analysis import PartVerdict, RunVerdict, check_part, split_parts  # noqa: E402
+from reports.analysis import PartVerdict, RunVerdict, part_verdicts  # noqa: E402
 from reports.checkers import acceptable  # noqa: E402
 
 HISTORY_GLOB = "*.{jsonl,gz,parquet,pq}"
@@ -90,11 +90,10 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _check_row(common: dict, kind: str, key: str, ops: list[dict], settings: dict, budget_s: float) -> dict:
-    pv: PartVerdict = check_part(kind, key, ops, settings, budget_s)
+def _part_row(common: dict, pv: PartVerdict, settings: dict) -> dict:
     ok = acceptable(settings)
     return {
-        **common, "kind": kind, "key": key, "n_ops": len(ops), "skipped_lines": 0,
+        **common, "kind": pv.kind, "key": pv.key, "n_ops": pv.ops, "skipped_lines": 0,
         "anomaly_counts": pv.anomaly_counts,
         "bad": sorted(a for a in pv.anomaly_counts if a not in ok),
         "cases": json.dumps(pv.cases, default=str) if pv.cases else None,
@@ -104,10 +103,13 @@ def _check_row(common: dict, kind: str, key: str, ops: list[dict], settings: dic
 
 
 def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float = 10.0) -> Iterator:
-    """mapInPandas over (path, content) rows: parse and validate each file with :mod:`history`, split each run
-    into its (run, topic-partition) and (run, group-partition) groups and check every group, here on the
-    executor that read the file. Yields one ``run`` row per run (with latencies), one row per group, and one
-    ``error`` row per unreadable file."""
+    """mapInPandas over (path, content) rows: parse and validate each file with :mod:`history` and check every
+    (run, topic-partition) and (run, group-partition) group, here on the executor that read the file. Yields one
+    ``run`` row per run (with latencies), one row per group, and one ``error`` row per unreadable file.
+
+    The groups are checked in one pass per checker over the whole run (:func:`reports.analysis.part_verdicts`):
+    the analyses partition by key themselves, so copying each group's operations into lists of their own first
+    (:func:`reports.analysis.split_parts`, which the tests use to show the verdicts are the same) only cost time."""
     import pandas as pd
 
     cols = [c.split()[0] for c in RESULT_SCHEMA.split(", ")]
@@ -133,8 +135,8 @@ def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float
                     rows.append({**common, "kind": "run", "key": "", "n_ops": len(h.ops), "skipped_lines": skipped,
                                  "lat_send": lat_send, "lat_poll": lat_poll, "anomaly_counts": {}, "bad": []})
                     skipped = 0
-                    for kind, key, ops in split_parts(h.ops):
-                        rows.append(_check_row(common, kind, key, ops, h.settings, budget_s))
+                    for pv in part_verdicts(h, budget_s):
+                        rows.append(_part_row(common, pv, h.settings))
         yield pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
 
 
