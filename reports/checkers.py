@@ -15,13 +15,13 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from history.columns import RecordColumns
 from history.schema import key_of
 
 ANOMALIES = (
@@ -114,13 +114,16 @@ def _most_interesting(anomaly: str, cases: list[dict]) -> list[dict]:
     return cases
 
 
-def analyze(ops: Sequence[dict], settings: dict | None = None) -> CheckResult:
-    """Find every Kafka anomaly in one run's operations (index order, as history.read returns them)."""
+def analyze(ops: Sequence[dict], settings: dict | None = None, columns: RecordColumns | None = None) -> CheckResult:
+    """Find every Kafka anomaly in one run's operations (index order, as history.read returns them).
+
+    ``columns``: the run's :class:`~history.columns.RecordColumns` if the reader gathered them already (used only
+    if they cover exactly ``len(ops)`` operations)."""
     was = gc.isenabled()
     gc.disable()  # the pass allocates many small acyclic objects; cyclic GC passes over them are pure cost
     try:
         try:
-            return _Columns(ops).analyze(settings)
+            return _Columns(ops, columns).analyze(settings)
         except _DoesNotFit:
             from .checkers_simple import analyze as analyze_simple
 
@@ -134,8 +137,6 @@ class _DoesNotFit(Exception):
     """An offset, partition or composite code does not fit int64: the record-by-record checker takes the run."""
 
 
-_REC = itemgetter("topic", "partition", "offset", "value")
-_SEND = itemgetter("topic", "partition", "value")
 _OK, _INFO, _FAIL = 0, 1, 2
 _SEND_TYPES = {"ok": _OK, "info": _INFO, "fail": _FAIL}
 _LIMIT = 1 << 62
@@ -223,65 +224,31 @@ def _groups(seg: np.ndarray, key: np.ndarray, n_keys: int) -> tuple[np.ndarray, 
 class _Columns:
     """One run as columns. Rows of the poll stream are polled records, rows of the send stream sent records."""
 
-    def __init__(self, ops: Sequence[dict]) -> None:
+    def __init__(self, ops: Sequence[dict], cols: RecordColumns | None = None) -> None:
         self.ops = ops
-        prow: list[tuple] = []  # (topic, partition, offset, value) of every record of every ok poll
-        pseg: list[tuple] = []  # (position, process, records) per ok poll with records
-        srow: list[tuple] = []  # (topic, partition, value) of every sent record
-        soff: list = []  # its offset (None when the completion gave none)
-        sseg: list[tuple] = []  # (position, process, type code, records) per send completion
-        events: list[tuple] = []  # (position, process, f, value) of assign / subscribe / crash
-        pext, pseg_add = prow.extend, pseg.append
-        srow_add, sext, soff_add, soff_ext, sseg_add = srow.append, srow.extend, soff.append, soff.extend, sseg.append
-        types = _SEND_TYPES
-        for pos, op in enumerate(ops):
-            typ = op["type"]
-            if typ == "invoke":
-                continue
-            f = op["f"]
-            if f == "poll":
-                if typ == "ok":
-                    recs = op["value"]["records"]
-                    if recs:
-                        pext(map(_REC, recs))
-                        pseg_add((pos, op["process"], len(recs)))
-            elif f == "send":
-                v = op["value"]
-                if "records" not in v:
-                    srow_add(_SEND(v))
-                    soff_add(v.get("offset"))
-                    sseg_add((pos, op["process"], types[typ], 1))
-                else:
-                    recs = v["records"]
-                    sext(map(_SEND, recs))
-                    soff_ext([r.get("offset") for r in recs])
-                    sseg_add((pos, op["process"], types[typ], len(recs)))
-            elif f == "assign" or f == "subscribe":
-                if typ != "fail":
-                    events.append((pos, op["process"], f, op["value"]))
-            elif f == "crash":
-                events.append((pos, op["process"], f, None))
-        self.n_polled = len(prow)
-        self._build(prow, pseg, srow, soff, sseg, events)
+        if cols is None or cols.n_ops != len(ops):
+            cols = RecordColumns.collect(ops)
+        self.n_polled = len(cols.p_offset)
+        self._build(cols)
 
     # ------------------------------------------------------------------ columns
 
-    def _build(self, prow: list, pseg: list, srow: list, soff: list, sseg: list, events: list) -> None:
-        n_p, n_s = len(prow), len(srow)
-        flat = list(chain.from_iterable(prow))
-        del prow
-        if srow:
-            s_t, s_p, s_v = map(list, zip(*srow, strict=True))
-        else:
-            s_t, s_p, s_v = [], [], []
-        topics = flat[0::4] + s_t
-        parts = _int64(flat[1::4] + s_p)
-        offsets = _int64(flat[2::4])
-        values = flat[3::4] + s_v
-        del flat
+    def _build(self, c: RecordColumns) -> None:
+        n_p, n_s = len(c.p_offset), len(c.s_value)
+        pseg, sseg, events, soff = c.p_ops, c.s_ops, c.events, c.s_offset
+        topics = c.p_topic + c.s_topic
+        parts = _int64(c.p_partition + c.s_partition)
+        offsets = _int64(c.p_offset)
+        values = c.p_value + c.s_value
 
         # keys (topic-partitions), numbered in first-seen order
-        t_codes, t_uniq = pd.factorize(np.array(topics, dtype=object))
+        t_uniq = list(set(topics))
+        if len(t_uniq) <= 1:  # the usual case: no per-record hashing at all
+            t_codes = np.zeros(len(topics), dtype=np.int64)
+        else:
+            t_uniq.sort()
+            t_codes = np.fromiter(map({t: i for i, t in enumerate(t_uniq)}.__getitem__, topics), dtype=np.int64,
+                                  count=len(topics))
         del topics
         pmin = int(parts.min()) if len(parts) else 0
         span = (int(parts.max()) - pmin + 1) if len(parts) else 1
@@ -304,7 +271,6 @@ class _Columns:
         rank[order] = np.arange(n_keys)
         k_codes = rank[k_codes]
         k_uniq = k_uniq[order]
-        t_uniq = list(t_uniq)
         self.key_topic = [t_uniq[int(x) // span] for x in k_uniq]
         self.key_name = [key_of(t_uniq[int(x) // span], int(x) % span + pmin) for x in k_uniq]
         self.n_keys = n_keys
@@ -330,8 +296,8 @@ class _Columns:
         self.s_seg = np.repeat(np.arange(len(sseg)), [s[3] for s in sseg]) if sseg else np.zeros(0, np.int64)
         self.s_typ = self.s_seg.copy()
         if sseg:
-            self.s_typ = np.array([s[2] for s in sseg], dtype=np.int8)[self.s_seg]
-        has_off = np.fromiter(map(lambda o: o is not None, soff), dtype=bool, count=n_s)
+            self.s_typ = np.array([_SEND_TYPES[s[2]] for s in sseg], dtype=np.int8)[self.s_seg]
+        has_off = np.array(soff, dtype=object) != None  # noqa: E711 - elementwise, not identity
         self.s_has_off = has_off
         self.s_off = np.zeros(n_s, dtype=np.int64)
         if has_off.any():
