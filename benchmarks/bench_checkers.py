@@ -3,7 +3,9 @@
     /work/venv/bin/python benchmarks/bench_checkers.py [--ops 1000000] [--lin-ops 10000]
 
 1. Anomaly checker: operations per second over one generated run of ``--ops`` operations (10 processes,
-   10 partitions, polls of up to 8 records), single core. Also the validated JSONL read speed, for context.
+   10 partitions, polls of up to 8 records), single core; the record-by-record checker on the same run as the
+   peer. Then the run written to JSONL and read back (validated): read speed, the checker on the read history,
+   and read + check together.
 2. Linearizability: one partition with ``--lin-ops`` log operations from 10 concurrent processes (Wing-Gong-Lowe),
    and the committed-offsets register of the same run.
 """
@@ -11,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import tempfile
@@ -21,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from history import read, write_jsonl  # noqa: E402
 from reports import synth  # noqa: E402
 from reports.checkers import analyze  # noqa: E402
+from reports.checkers_simple import analyze as analyze_simple  # noqa: E402
 from reports.linearizability import check_operations  # noqa: E402
 from reports.models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_operations  # noqa: E402
 
@@ -50,8 +54,11 @@ def main() -> None:
     res = analyze(h.ops, h.settings)
     assert res.valid, res.counts
     dt = best_of(args.repeat, lambda: analyze(h.ops, h.settings))
-    print(f"anomaly checker: {dt:.2f}s -> {len(h.ops) / dt:,.0f} ops/s "
+    print(f"anomaly checker (columnar): {dt:.2f}s -> {len(h.ops) / dt:,.0f} ops/s "
           f"({(len(h.ops) + records) / dt:,.0f} ops+records/s), one core")
+    dt_simple = best_of(1, lambda: analyze_simple(h.ops, h.settings))
+    print(f"peer, same run: record-by-record checker {dt_simple:.2f}s -> {len(h.ops) / dt_simple:,.0f} ops/s; "
+          f"columnar is {dt_simple / dt:.2f}x")
     bad = synth.with_anomaly(h, "lost-write")
     dt_bad = best_of(1, lambda: analyze(bad.ops, bad.settings))
     print(f"anomaly checker with a lost write: {len(bad.ops) / dt_bad:,.0f} ops/s, "
@@ -61,8 +68,18 @@ def main() -> None:
         path = os.path.join(d, "h.jsonl")
         write_jsonl(h, path)
         size = os.path.getsize(path)
-        dt_read = best_of(1, lambda: read(path))
-        print(f"validated JSONL read: {dt_read:.2f}s -> {len(h.ops) / dt_read:,.0f} ops/s ({size / 1e6:.0f} MB)")
+        h = bad = None  # free the generated run before reading it back
+        gc.collect()
+        t = time.perf_counter()
+        (rh,) = read(path)
+        dt_read = time.perf_counter() - t
+        print(f"validated JSONL read: {dt_read:.2f}s -> {len(rh.ops) / dt_read:,.0f} ops/s ({size / 1e6:.0f} MB)")
+        cols = getattr(rh, "columns", None)
+        dt_chk = best_of(args.repeat, lambda: analyze(rh.ops, rh.settings, cols))
+        how = "with the columns the reader gathered" if cols is not None else "gathering its own columns"
+        print(f"anomaly checker on the read history ({how}): {dt_chk:.2f}s -> {len(rh.ops) / dt_chk:,.0f} ops/s; "
+              f"read + check {len(rh.ops) / (dt_read + dt_chk):,.0f} ops/s")
+        rh = cols = None
 
     # Linearizability: one partition, 10 concurrent processes, about --lin-ops log operations.
     n = int(args.lin_ops * 2.3)  # about 43% of a generated run's operations become log operations
