@@ -26,10 +26,11 @@ class RecordColumns:
     send completion: ok, info or fail), and the operations that reset a consumer's position tracking."""
 
     __slots__ = ("n_ops", "p_topic", "p_partition", "p_offset", "p_value", "p_ops",
-                 "s_topic", "s_partition", "s_value", "s_offset", "s_ops", "events")
+                 "s_topic", "s_partition", "s_value", "s_offset", "s_ops", "events", "values_all_int")
 
     def __init__(self) -> None:
         self.n_ops = 0
+        self.values_all_int = False  # True only when whoever gathered them saw every value's class be int
         self.p_topic: list[str] = []
         self.p_partition: list[int] = []
         self.p_offset: list[int] = []

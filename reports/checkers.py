@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -143,8 +144,9 @@ _LIMIT = 1 << 62
 
 
 def _int64(values: list) -> np.ndarray:
+    """Offsets, partitions, processes: ints by the history contract (the reader checks each one)."""
     try:
-        return np.array(values, dtype=np.int64)
+        return np.fromiter(values, dtype=np.int64, count=len(values))
     except (OverflowError, TypeError, ValueError):
         raise _DoesNotFit from None
 
@@ -168,13 +170,14 @@ def _first_rows(codes: np.ndarray) -> np.ndarray:
     return np.flatnonzero(new)
 
 
-def _factorize_values(values: list) -> tuple[np.ndarray, Callable[[int], Any]]:
-    """Codes per value with Python's equality (as dict keys compare), and code -> the value object."""
-    types = set(map(type, values))
+def _factorize_values(values: list, all_int: bool = False) -> tuple[np.ndarray, Callable[[int], Any]]:
+    """Codes per value with Python's equality (as dict keys compare), and code -> the value object.
+    ``all_int``: the caller knows every value is an int (the reader saw each one's class)."""
+    types = {int} if all_int else set(map(type, values))
     codes = uniques = None
     if types <= {int, bool}:
         try:
-            codes, uniques = pd.factorize(np.array(values, dtype=np.int64))
+            codes, uniques = pd.factorize(np.fromiter(values, dtype=np.int64, count=len(values)))
         except (OverflowError, ValueError):
             codes = None
     elif types == {str}:
@@ -276,7 +279,7 @@ class _Columns:
         self.n_keys = n_keys
 
         # (key, value) pairs: "kv" ids; a value stands for itself when no value is shared by two keys
-        v_codes, self._vobj = _factorize_values(values)
+        v_codes, self._vobj = _factorize_values(values, c.values_all_int)
         del values
         n_v = int(v_codes.max()) + 1 if len(v_codes) else 0
         key_of_v = np.zeros(n_v, dtype=np.int64)
@@ -389,22 +392,29 @@ class _Columns:
             return None
         n1 = self.n_ops + 1
         K = self.n_keys  # noqa: N806
-        every = np.sort(np.array([p * n1 + at for at, p, _f, _v in self.events], dtype=np.int64))
-        kept: list[int] = []
-        by_name = {n: i for i, n in enumerate(self.key_name)}
-        by_topic: dict[str, list[int]] = {}
-        for i, t in enumerate(self.key_topic):
-            by_topic.setdefault(t, []).append(i)
-        for at, p, f, v in self.events:
-            if f == "assign":
-                ks = [by_name[n] for n in set(v["partitions"]) if n in by_name]
-            elif f == "subscribe":
-                ks = [k for t in set(v["topics"]) for k in by_topic.get(t, ())]
-            else:
-                continue
-            kept.extend((p * K + k) * n1 + at for k in ks)
-        kept_arr = np.sort(np.array(kept, dtype=np.int64))
-        return np.searchsorted(every, proc * n1 + pos) - np.searchsorted(kept_arr, (proc * K + key) * n1 + pos)
+        if not hasattr(self, "_resets"):
+            at, p, f, v = zip(*self.events, strict=True)
+            at = np.array(at, dtype=np.int64)
+            p = np.array(p, dtype=np.int64)
+            every = np.sort(p * n1 + at)
+            by_name = {n: i for i, n in enumerate(self.key_name)}
+            by_topic: dict[str, list[int]] = {}
+            for i, t in enumerate(self.key_topic):
+                by_topic.setdefault(t, []).append(i)
+            kept: list[list[int]] = []
+            for fe, ve in zip(f, v, strict=True):
+                if fe == "assign":
+                    kept.append([k for k in map(by_name.get, set(ve["partitions"])) if k is not None])
+                elif fe == "subscribe":
+                    kept.append([k for t in set(ve["topics"]) for k in by_topic.get(t, ())])
+                else:
+                    kept.append([])
+            n_kept = np.fromiter(map(len, kept), dtype=np.int64, count=len(kept))
+            keys = np.fromiter(chain.from_iterable(kept), dtype=np.int64, count=int(n_kept.sum()))
+            kept_codes = (np.repeat(p, n_kept) * K + keys) * n1 + np.repeat(at, n_kept)
+            self._resets = (every, np.sort(kept_codes))
+        every, kept_codes = self._resets
+        return np.searchsorted(every, proc * n1 + pos) - np.searchsorted(kept_codes, (proc * K + key) * n1 + pos)
 
     def _successions(self, g_proc: np.ndarray, g_key: np.ndarray, g_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(previous group, group) pairs: one process's successive groups of one key within one epoch."""
