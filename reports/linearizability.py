@@ -5,6 +5,10 @@ may partition a history ("linearizable iff each part is"; P-compositionality); p
 optionally in parallel processes, and the search stops at the first illegal part. A time budget bounds the
 search: when it runs out the verdict is ``unknown`` instead of hanging.
 
+For speed a model may also ``compile`` a part into a :class:`Kernel` (an initial state and a step by operation
+index over data it precomputed once), which then replaces ``prepare`` + ``step`` in the search; it must define
+the same transitions, so verdicts and counterexamples do not depend on which one the search uses.
+
 For an illegal part the counterexample is the smallest failing *prefix window*: the fewest completions k such
 that the operations completed by then (plus those still pending, with reads dropped and writes left open) are
 already not linearizable; the window is the k-th completed operation, everything concurrent with it, and the three operations that completed
@@ -50,11 +54,26 @@ def _describe(i: Any, o: Any) -> str:
     return f"{i!r} -> {o!r}"
 
 
+NOT_LEGAL: Any = object()  # a Kernel step's answer for an operation that cannot be linearized in this state
+
+
+class Kernel(NamedTuple):
+    """A part compiled for the search: ``step(state, i)`` is the new state after operation ``i`` of the part, or
+    ``NOT_LEGAL``. ``state_of_set``: the state is a function of the set of linearized operations (true of every
+    state reachable from ``init``), so the search's cache may key on the set alone."""
+
+    init: Any
+    step: Callable[[Any, int], Any]
+    state_of_set: bool = False
+
+
 @dataclass(frozen=True)
 class Model:
     """Pure functions: ``init() -> state``; ``step(state, input, output) -> (legal, state')`` (states hashable);
     ``partition(ops) -> [(part key, ops)]``; ``is_read(input)`` marks ops without effect (used to cut prefixes);
-    ``prepare(ops) -> ops`` derives per-(sub)history data the step needs (run on each part and each prefix)."""
+    ``prepare(ops) -> ops`` derives per-(sub)history data the step needs (run on each part and each prefix);
+    ``compile(ops) -> Kernel`` (optional) does ``prepare``'s work and gives the search an index-based step with
+    the same transitions as ``step`` (run on each part and each prefix, instead of ``prepare``)."""
 
     name: str
     init: Callable[[], Any]
@@ -64,6 +83,19 @@ class Model:
     prepare: Callable[[list[Operation]], list[Operation]] = _identity
     describe_operation: Callable[[Any, Any], str] = _describe
     describe_state: Callable[[Any], str] = repr
+    compile: Callable[[Sequence[Operation]], Kernel] | None = None
+
+
+def _generic_kernel(model: Model, ops: Sequence[Operation]) -> Kernel:
+    inputs = [op.input for op in ops]
+    outputs = [op.output for op in ops]
+    mstep = model.step
+
+    def step(state: Any, i: int) -> Any:
+        legal, new_state = mstep(state, inputs[i], outputs[i])
+        return new_state if legal else NOT_LEGAL
+
+    return Kernel(model.init(), step)
 
 
 @dataclass
@@ -87,84 +119,112 @@ class LinResult:
 
 
 def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
-    """Wing-Gong-Lowe over one part. Returns OK, ILLEGAL or UNKNOWN (deadline passed)."""
+    """Wing-Gong-Lowe over one part (as recorded: ``prepare`` or ``compile`` is applied here).
+    Returns OK, ILLEGAL or UNKNOWN (deadline passed)."""
+    if model.compile is None:
+        ops = model.prepare(list(ops))
+        kernel = _generic_kernel(model, ops)
+    else:
+        kernel = model.compile(ops)
     n = len(ops)
     if n == 0:
         return OK
-    # Entries 1..2n; 0 is the head sentinel. Calls before returns at equal times (treated as concurrent).
-    events = []
-    for i, op in enumerate(ops):
-        events.append((op.call, 0, i))
-        events.append((op.ret, 1, i))
-    events.sort()
+    # Events e: e < n is the call of op e, e >= n the return of op e - n. Nodes 1..2n hold them in time order,
+    # calls before returns at equal times (treated as concurrent), then by op: a stable sort on the time alone
+    # (events are numbered in that tie order), no tuples. 0 is the head sentinel, 2n + 1 the end.
+    times = [op.call for op in ops]
+    times += [op.ret for op in ops]
+    order = sorted(range(2 * n), key=times.__getitem__)
+    ev = [-1]
+    ev += order  # node -> event
+    node_of = [0] * (2 * n)  # event -> node
+    for node, e in enumerate(order, 1):
+        node_of[e] = node
     size = 2 * n + 1
-    nxt = [0] * (size + 1)
-    prv = [0] * (size + 1)
-    op_of = [0] * size
-    is_call = [False] * size
-    match = [0] * size
-    call_node = [0] * n
-    ret_node = [0] * n
-    for node, (_t, kind, i) in enumerate(events, 1):
-        op_of[node] = i
-        if kind == 0:
-            is_call[node] = True
-            call_node[i] = node
-        else:
-            ret_node[i] = node
-    for i in range(n):
-        match[call_node[i]] = ret_node[i]
     END = size  # noqa: N806 - sentinel index
-    for node in range(size):
-        nxt[node] = node + 1 if node + 1 < size else END
-    for node in range(1, size):
-        prv[node] = node - 1
-    prv[END] = size - 1
-    step = model.step
-    inputs = [op.input for op in ops]
-    outputs = [op.output for op in ops]
-    state = model.init()
-    linearized = 0
-    cache: set = set()
-    calls: list[tuple[int, Any]] = []
+    nxt = list(range(1, size + 2))
+    prv = list(range(-1, size))
+    step = kernel.step
+    state = kernel.init
+    # Lowe's cache holds (linearized set, state) pairs already explored, so that the search does not explore
+    # them again. A step forward reaches a set one larger than any on the current path, so the only states it
+    # can meet in the cache are those it has backtracked out of: caching states as they are left, not as they
+    # are entered, gives the same search. Until the first backtrack the cache is empty and the set is only the
+    # stack's calls; it is tracked from then on.
+    calls: list[tuple[int, Any]] = []  # (call node, state before)
     entry = nxt[0]
     iters = 0
-    while nxt[0] != END:
+    while True:
         iters += 1
         if iters & 1023 == 0 and time.monotonic() > deadline:
             return UNKNOWN
-        if is_call[entry]:
-            i = op_of[entry]
-            legal, new_state = step(state, inputs[i], outputs[i])
-            if legal:
+        i = ev[entry]
+        if i >= n:  # a return: backtrack (below)
+            break
+        new_state = step(state, i)
+        if new_state is not NOT_LEGAL:
+            calls.append((entry, state))
+            state = new_state
+            # lift the call and its return out of the list
+            a, b = prv[entry], nxt[entry]
+            nxt[a] = b
+            prv[b] = a
+            m = node_of[n + i]
+            a, b = prv[m], nxt[m]
+            nxt[a] = b
+            prv[b] = a
+            entry = nxt[0]
+            if entry == END:
+                return OK
+        else:
+            entry = nxt[entry]
+    by_set = kernel.state_of_set
+    bits = bytearray((n >> 3) + 1)
+    for c, _ in calls:
+        i = ev[c]
+        bits[i >> 3] |= 1 << (i & 7)
+    linearized = int.from_bytes(bits, "little")
+    cache: set = set()
+    while True:  # the iteration visiting ``entry`` is already counted
+        i = ev[entry]
+        if i < n:  # a call
+            new_state = step(state, i)
+            if new_state is not NOT_LEGAL:
                 new_lin = linearized | (1 << i)
-                ck = (new_lin, new_state)
-                if ck not in cache:
-                    cache.add(ck)
+                if (new_lin if by_set else (new_lin, new_state)) not in cache:
                     calls.append((entry, state))
                     state, linearized = new_state, new_lin
-                    # lift the call and its return out of the list
-                    m = match[entry]
-                    nxt[prv[entry]] = nxt[entry]
-                    prv[nxt[entry]] = prv[entry]
-                    nxt[prv[m]] = nxt[m]
-                    prv[nxt[m]] = prv[m]
+                    a, b = prv[entry], nxt[entry]
+                    nxt[a] = b
+                    prv[b] = a
+                    m = node_of[n + i]
+                    a, b = prv[m], nxt[m]
+                    nxt[a] = b
+                    prv[b] = a
                     entry = nxt[0]
-                    continue
-            entry = nxt[entry]
+                    if entry == END:
+                        return OK
+                else:
+                    entry = nxt[entry]
+            else:
+                entry = nxt[entry]
         else:
             if not calls:
                 return ILLEGAL
+            cache.add(linearized if by_set else (linearized, state))  # explored: every way on from it failed
             entry, state = calls.pop()
-            linearized &= ~(1 << op_of[entry])
+            i = ev[entry]
+            linearized ^= 1 << i
             # unlift: return first, then call
-            m = match[entry]
+            m = node_of[n + i]
             nxt[prv[m]] = m
             prv[nxt[m]] = m
             nxt[prv[entry]] = entry
             prv[nxt[entry]] = entry
             entry = nxt[entry]
-    return OK
+        iters += 1
+        if iters & 1023 == 0 and time.monotonic() > deadline:
+            return UNKNOWN
 
 
 def _prefix(model: Model, ops: Sequence[Operation], k: int, by_ret: list[int]) -> tuple[list[Operation], float]:
@@ -187,7 +247,7 @@ def _counterexample(model: Model, ops: Sequence[Operation], deadline: float) -> 
     while lo < hi:
         mid = (lo + hi) // 2
         sub, _ = _prefix(model, ops, mid, by_ret)
-        v = _search(model, model.prepare(sub), deadline)
+        v = _search(model, sub, deadline)
         if v == ILLEGAL:
             hi = mid
         else:
@@ -216,7 +276,7 @@ def check_part(model: Model, key: Any, ops: Sequence[Operation], budget_s: float
     """Check one part within ``budget_s`` seconds; illegal parts get a counterexample window."""
     t0 = time.monotonic()
     deadline = t0 + budget_s
-    verdict = _search(model, model.prepare(list(ops)), deadline)
+    verdict = _search(model, ops, deadline)
     cex = None
     if verdict == ILLEGAL:
         cex = _counterexample(model, ops, t0 + 2 * budget_s)

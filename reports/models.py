@@ -18,7 +18,9 @@ from typing import Any
 
 from history.schema import key_of
 
-from .linearizability import INF, Model, Operation
+from .linearizability import INF, NOT_LEGAL, Kernel, Model, Operation
+
+_new = tuple.__new__  # Operation(...) without the Python-level NamedTuple __new__: _new(Operation, (fields))
 
 # ---------------------------------------------------------------- partition log
 
@@ -79,6 +81,49 @@ def rank_appends(ops: list[Operation]) -> list[Operation]:
             if op.input[0] == "append" else op for op in ops]
 
 
+def _log_compile(ops: Sequence[Operation]) -> Kernel:
+    """``rank_appends`` + ``_log_step`` by index: an append's rank and bit (``1 << pid``), a read's bits. The state
+    ``(appends, bits)`` is a function of the linearized set (the count and union of its appends)."""
+    n = len(ops)
+    offsets: dict[Any, list[int]] = {}
+    for op in ops:
+        inp = op.input
+        if inp[0] == "append":
+            lst = offsets.get(inp[1])
+            if lst is None:
+                lst = offsets[inp[1]] = []
+            lst.append(op.output)
+    rank: dict[Any, dict[int, int]] = {}
+    for k, offs in offsets.items():
+        r: dict[int, int] = {}
+        for i, o in enumerate(sorted(offs)):
+            r.setdefault(o, i)
+        rank[k] = r
+    ranks = [-1] * n  # -1: a read
+    bits = [0] * n
+    for i, op in enumerate(ops):
+        inp = op.input
+        if inp[0] == "append":
+            ranks[i] = rank[inp[1]][op.output]
+            bits[i] = 1 << inp[3]
+        else:
+            need = 0
+            for _off, _v, pid in op.output:
+                need |= 1 << pid
+            bits[i] = need
+
+    def step(state: tuple[int, int], i: int) -> Any:
+        r = ranks[i]
+        if r < 0:
+            need = bits[i]
+            return state if state[1] & need == need else NOT_LEGAL
+        if r == state[0]:
+            return (r + 1, state[1] | bits[i])
+        return NOT_LEGAL
+
+    return Kernel((0, 0), step, state_of_set=True)
+
+
 PARTITION_LOG = Model(
     name="partition-log",
     init=_log_init,
@@ -88,6 +133,7 @@ PARTITION_LOG = Model(
     prepare=rank_appends,
     describe_operation=_log_describe,
     describe_state=_log_state,
+    compile=_log_compile,
 )
 
 
@@ -114,6 +160,19 @@ def _reg_describe(inp: tuple, out: Any) -> str:
     return f"fetch {g} {k} -> {out}"
 
 
+def _reg_compile(ops: Sequence[Operation]) -> Kernel:
+    """``_reg_step`` by index: a commit's offset, or a fetch's result."""
+    commits = [op.input[0] == "commit" for op in ops]
+    values = [op.input[2] if c else op.output for op, c in zip(ops, commits, strict=True)]
+
+    def step(state: Any, i: int) -> Any:
+        if commits[i]:
+            return values[i]
+        return state if values[i] == state else NOT_LEGAL
+
+    return Kernel(None, step)
+
+
 COMMITTED_OFFSETS = Model(
     name="committed-offsets",
     init=_reg_init,
@@ -121,6 +180,7 @@ COMMITTED_OFFSETS = Model(
     partition=_by_key,
     is_read=_reg_is_read,
     describe_operation=_reg_describe,
+    compile=_reg_compile,
 )
 
 
@@ -130,119 +190,199 @@ def offset_operations(ops: Sequence[dict]) -> list[Operation]:
     An info commit whose offset no fetch ever returned is dropped: no read depends on it, so the history is
     linearizable with it (placed last) iff it is without it; keeping it would make the search try it everywhere.
     """
-    fetched: set[tuple[str, str, Any]] = set()
-    for op in ops:
-        if op["f"] == "fetch_offsets" and op["type"] == "ok":
-            g = op["value"]["group"]
-            fetched.update((g, k, o) for k, o in op["value"]["offsets"].items())
+    # One pass; info commits are kept in place and those no fetch returned are removed at the end. Keys and
+    # fetch inputs are built once per (group, partition), not per operation.
+    gks: dict[str, dict[str, tuple]] = {}  # group -> partition -> ((group, partition), ("fetch", (group, partition)))
     calls: dict[int, int] = {}
     out: list[Operation] = []
+    info: list[int] = []  # positions in out of info commits
     for op in ops:
-        p, typ, f = op["process"], op["type"], op["f"]
+        typ = op["type"]
         if typ == "invoke":
-            calls[p] = op["time_ns"]
+            calls[op["process"]] = op["time_ns"]
             continue
+        p = op["process"]
         call = calls.pop(p, op["time_ns"])
         if typ == "fail":
             continue
+        f = op["f"]
         if f == "commit":
             v = op["value"]
-            ret = op["time_ns"] if typ == "ok" else INF
+            g = v["group"]
+            tab = gks.get(g)
+            if tab is None:
+                tab = gks[g] = {}
+            ok = typ == "ok"
+            ret = op["time_ns"] if ok else INF
+            ref = op["index"]
             for k, o in v["offsets"].items():
-                if ret == INF and (v["group"], k, o) not in fetched:
-                    continue
-                out.append(Operation(p, ("commit", (v["group"], k), o), None, call, ret, op["index"]))
+                e = tab.get(k)
+                if e is None:
+                    gk = (g, k)
+                    e = tab[k] = (gk, ("fetch", gk))
+                if not ok:
+                    info.append(len(out))
+                out.append(_new(Operation, (p, ("commit", e[0], o), None, call, ret, ref)))
         elif f == "fetch_offsets" and typ == "ok":
             v = op["value"]
+            g = v["group"]
+            tab = gks.get(g)
+            if tab is None:
+                tab = gks[g] = {}
+            t = op["time_ns"]
+            ref = op["index"]
             for k, o in v["offsets"].items():
-                out.append(Operation(p, ("fetch", (v["group"], k)), o, call, op["time_ns"], op["index"]))
+                e = tab.get(k)
+                if e is None:
+                    gk = (g, k)
+                    e = tab[k] = (gk, ("fetch", gk))
+                out.append(_new(Operation, (p, e[1], o, call, t, ref)))
+    if info:
+        fetched = {(o.input[1], o.output) for o in out if o.input[0] == "fetch"}
+        drop = [j for j in info if (out[j].input[1], out[j].input[2]) not in fetched]
+        for j in reversed(drop):
+            del out[j]
     return out
 
 
-def _send_records(value: dict) -> list[dict]:
-    return value["records"] if "records" in value else [value]
+class _Pairs:
+    """One partition's (offset, value) pair ids, in order of first sight: the bit a pair has in the log state."""
+
+    __slots__ = ("key", "by_off", "more", "read_input")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.by_off: dict[Any, tuple[Any, int]] = {}  # offset -> (value, id) of the first pair seen there
+        self.more: dict[tuple, int] = {}  # (offset, value) -> id of the other pairs (inconsistent offsets)
+        self.read_input = ("read", key)
+
+    def pid(self, off: Any, v: Any) -> int:
+        e = self.by_off.get(off)
+        if e is None:
+            i = len(self.by_off) + len(self.more)
+            self.by_off[off] = (v, i)
+            return i
+        w = e[0]
+        if w is v or w == v:
+            return e[1]
+        i = self.more.get((off, v))
+        if i is None:
+            i = self.more[(off, v)] = len(self.by_off) + len(self.more)
+        return i
 
 
 def log_operations(ops: Sequence[dict]) -> list[Operation]:
     """Appends and reads of every partition, paired invoke -> completion."""
-    names: dict[tuple, str] = {}  # (topic, partition) -> "topic/partition", built once per partition
+    tables: dict[tuple, _Pairs] = {}  # (topic, partition) -> its pairs, built once per partition
+    by_key: dict[str, _Pairs] = {}
 
-    def name(t: str, pn: int) -> str:
-        n = names.get((t, pn))
-        if n is None:
-            n = names[(t, pn)] = key_of(t, pn)
-        return n
-
-    pids: dict[str, dict[tuple, int]] = {}
-
-    def pid(key: str, off: int, v: Any) -> int:
-        table = pids.get(key)
-        if table is None:
-            table = pids[key] = {}
-        i = table.get((off, v))
-        if i is None:
-            i = table[(off, v)] = len(table)
-        return i
+    def table(tp: tuple) -> _Pairs:
+        tab = tables.get(tp)
+        if tab is None:
+            k = key_of(*tp)
+            tab = by_key.get(k)
+            if tab is None:
+                tab = by_key[k] = _Pairs(k)
+            tables[tp] = tab
+        return tab
 
     calls: dict[int, int] = {}
     out: list[Operation] = []
-    info_sends: list[tuple] = []  # resolved after the pass, against what the polls saw
+    reads: list[Operation] = []  # for the info sends, resolved after the pass against what the polls saw
+    info_sends: list[tuple] = []
     for op in ops:
         typ = op["type"]
-        p = op["process"]
         if typ == "invoke":
-            calls[p] = op["time_ns"]
+            calls[op["process"]] = op["time_ns"]
             continue
-        f = op["f"]
+        p = op["process"]
         call = calls.pop(p, op["time_ns"])
-        if f == "send":
-            if typ == "fail":
+        f = op["f"]
+        if f == "poll":
+            if typ != "ok":
                 continue
-            for r in _send_records(op["value"]):
-                k = name(r["topic"], r["partition"])
-                v = r["value"]
-                off = r.get("offset")
-                if typ == "ok" and off is not None:
-                    out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, op["time_ns"], op["index"]))
-                else:
-                    info_sends.append((p, k, v, off, call, op["index"]))
-        elif f == "poll" and typ == "ok":
             recs = op["value"]["records"]
             if not recs:
                 continue
-            per_key: dict[str, list] = {}
+            # Records come grouped by partition, and mostly from one: try that first.
+            r = recs[0]
+            t0, pn0 = r["topic"], r["partition"]
+            tab = tables.get((t0, pn0)) or table((t0, pn0))
+            by_off = tab.by_off
+            prs = []
+            for r in recs:
+                if r["partition"] != pn0 or r["topic"] != t0:
+                    break
+                off = r["offset"]
+                v = r["value"]
+                e = by_off.get(off)
+                if e is not None and (e[0] is v or e[0] == v):
+                    prs.append((off, v, e[1]))
+                else:
+                    prs.append((off, v, tab.pid(off, v)))
+            else:
+                o = _new(Operation, (p, tab.read_input, tuple(prs), call, op["time_ns"], op["index"]))
+                out.append(o)
+                reads.append(o)
+                continue
+            # Several partitions (pairs met above are known now: asking again gives the same ids).
+            groups: dict[_Pairs, list] = {}  # in order of first appearance, as the reads are emitted
             cur = None
-            pairs: list = []
             for r in recs:
                 tp = (r["topic"], r["partition"])
                 if tp != cur:
                     cur = tp
-                    k = name(*tp)
-                    pairs = per_key.get(k)
-                    if pairs is None:
-                        pairs = per_key[k] = []
-                off, v = r["offset"], r["value"]
-                pairs.append((off, v, pid(k, off, v)))
-            t = op["time_ns"]
-            for k, prs in per_key.items():
-                out.append(Operation(p, ("read", k), tuple(prs), call, t, op["index"]))
+                    tab = tables.get(tp) or table(tp)
+                    prs = groups.get(tab)
+                    if prs is None:
+                        prs = groups[tab] = []
+                off = r["offset"]
+                v = r["value"]
+                prs.append((off, v, tab.pid(off, v)))
+            for tab, prs in groups.items():
+                o = _new(Operation, (p, tab.read_input, tuple(prs), call, op["time_ns"], op["index"]))
+                out.append(o)
+                reads.append(o)
+        elif f == "send":
+            if typ == "fail":
+                continue
+            sv = op["value"]
+            for r in sv["records"] if "records" in sv else (sv,):
+                tp = (r["topic"], r["partition"])
+                tab = tables.get(tp) or table(tp)
+                v = r["value"]
+                off = r.get("offset")
+                if typ == "ok" and off is not None:
+                    inp = ("append", tab.key, v, tab.pid(off, v))
+                    out.append(_new(Operation, (p, inp, off, call, op["time_ns"], op["index"])))
+                else:
+                    info_sends.append((p, tab, v, off, call, op["index"]))
     if info_sends:
         # An info send somebody read happened, at the offset the poll saw it, and before that poll returned.
         # Bounding its return there is sound (a later linearization point would make the read illegal) and keeps
         # the search from trying it at every step until the end of the history. Unread info sends are dropped.
+        wanted: dict[str, set] = {}
+        for s in info_sends:
+            w = wanted.get(s[1].key)
+            if w is None:
+                w = wanted[s[1].key] = set()
+            w.add(s[2])
         seen: dict[tuple, tuple[int, float]] = {}
-        for o in out:
-            if o.input[0] == "read":
-                for off, v, _ in o.output:
+        for o in reads:
+            w = wanted.get(o.input[1])
+            if not w:
+                continue
+            for off, v, _ in o.output:
+                if v in w:
                     kv = (o.input[1], v)
                     prev = seen.get(kv)
                     if prev is None or o.ret < prev[1]:
                         seen[kv] = (off if prev is None else prev[0], o.ret)
-        for p, k, v, off, call, ref in info_sends:
-            hit = seen.get((k, v))
+        for p, tab, v, off, call, ref in info_sends:
+            hit = seen.get((tab.key, v))
             if hit is not None:
                 off = hit[0]
-                out.append(Operation(p, ("append", k, v, pid(k, off, v)), off, call, hit[1], ref))
+                out.append(_new(Operation, (p, ("append", tab.key, v, tab.pid(off, v)), off, call, hit[1], ref)))
     return out
 
 
