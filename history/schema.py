@@ -209,7 +209,7 @@ def validate_op(op: Any) -> dict:
     if op.get("process").__class__ is not int:
         raise HistoryError("missing or non-integer process")
     typ = op.get("type")
-    if typ not in _TYPES:
+    if not isinstance(typ, str) or typ not in _TYPES:  # (an unhashable type, e.g. a list, is no TypeError)
         raise HistoryError(f"type must be one of {'|'.join(TYPES)}, got {typ!r}")
     f = op.get("f")
     if not (isinstance(f, str) and f):

@@ -56,6 +56,7 @@ def test_truncated_line_names_the_line(tmp_path, run):
     "mutate, reason",
     [
         (lambda o: o.update(type="done"), "type must be one of"),
+        (lambda o: o.update(type=["invoke"]), "type must be one of"),  # unhashable: still a HistoryError
         (lambda o: o.pop("time_ns"), "time_ns"),
         (lambda o: o.update(index="x"), "index"),
     ],
