@@ -7,6 +7,7 @@ line, so a checker never sees malformed data. ``skip_corrupt=True`` instead skip
 
 from __future__ import annotations
 
+import gc
 import glob
 import gzip
 import io
@@ -14,7 +15,10 @@ import json
 import os
 import warnings
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import compress, groupby, repeat
+from operator import itemgetter
 from typing import Any
 
 try:  # orjson parses history lines several times faster; the standard library is the fallback
@@ -47,6 +51,7 @@ class History:
 
 
 _TYPES = frozenset(TYPES)
+_OP_COLUMNS = ("run_id", "index", "time_ns", "process", "type", "f", "value")
 _SCALAR_CLASSES = frozenset((str, int, float, bool, type(None)))
 
 
@@ -91,6 +96,8 @@ def _plainly_valid(op: Any) -> bool:
 class _RunBuilder:
     """Per-run cross-line checks: increasing index, monotonic time, invoke/complete pairing."""
 
+    __slots__ = ("hist", "last_index", "last_time", "in_flight")
+
     def __init__(self, hist: History) -> None:
         self.hist = hist
         self.last_index = -1
@@ -125,56 +132,351 @@ def _header_fields(hist: History, body: dict) -> None:
     hist.settings = dict(body.get("settings") or {})
 
 
+# ---------------------------------------------------------------- fast path
+#
+# Readers take JSONL input in blocks of lines and try each block on a fast path first: the lines parsed in one
+# C-level map, then one tight loop per run that checks each operation flat, with exact classes, and does the run
+# builder's work (index and time order, invoke/completion pairing) in local variables. The fast path accepts a
+# subset of what the exact path accepts and builds the very same runs. On anything it does not certainly accept
+# (a corrupt line, a doubtful shape, a pairing it cannot follow) it takes the block back and the exact path (one
+# line at a time, as before) reads that block, starting from the state the fast path reached, which is the state
+# the exact path would have reached on those lines. So every error and warning (message, line number,
+# ``skip_corrupt`` behaviour) is the exact path's, and a corrupt line costs only its block. Parquet tables go the
+# same way in blocks of rows, except that any doubt sends the whole table to the exact path.
+# tests/history/test_fast_path.py holds the two paths to giving the same answers.
+
+_FAST = True  # tests switch the fast path off to get the exact path's answers for comparison
+_BLOCK_LINES = 512  # lines the fast path takes at a time (parsed objects still in cache when checked; a block
+# it gives up on is what the exact path redoes)
+_BLOCK_BYTES = 1 << 22  # JSONL files are read in blocks of whole lines, so memory stays small
+
+
+class _Doubt(Exception):
+    """The fast path does not certainly accept its input; the exact path decides."""
+
+
+# What the fast path may raise on input it does not accept (a missing key, a subscript of a non-dict, a corrupt
+# line, a bad header, undecodable bytes, an unreadable file): each one only means "let the exact path decide".
+_GIVE_UP = (_Doubt, KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError,
+            OSError, EOFError)
+
+_dict_has = dict.__contains__
+
+# The keys the fast path looks up, parsed by the same parser as the lines. orjson hands out one cached str object
+# per key name, so lookups with these very objects match by identity and skip comparing characters; where a
+# parser does not cache (the standard library), they are merely equal strings and lookups work as usual.
+_KEY_NAMES = ("run_id", "index", "time_ns", "process", "type", "f", "value", "records", "topic", "partition",
+              "offset", "group", "offsets", "partitions", "topics")
+_KEY_TEMPLATE = "{" + ",".join(f'"{k}":0' for k in _KEY_NAMES) + "}"
+
+
+def _parsed_keys() -> tuple[str, ...]:
+    keys = tuple(_loads(_KEY_TEMPLATE))
+    return keys if keys == _KEY_NAMES else _KEY_NAMES
+
+
+@contextmanager
+def _gc_paused() -> Iterator[bool]:
+    """Pause the cyclic garbage collector's own collections while a reader builds runs; yields whether it did
+    (not if the caller had switched the collector off).
+
+    Left alone, the collector walks the young objects every few hundred new containers (cheap: they are still
+    in cache) and, ever more often as they pile up, the older generations, which means walking the growing runs
+    again and again. Instead the readers collect the youngest generation themselves after each block of lines
+    (:func:`_young_gc`), while the block's objects are still in cache, and the older collections wait until the
+    read is over. Runs hold no reference cycles; reference counting frees everything as usual."""
+    if not gc.isenabled():
+        yield False
+        return
+    gc.disable()
+    try:
+        yield True
+    finally:
+        gc.enable()
+
+
+def _young_gc() -> None:
+    gc.collect(0)
+
+
+class _Runs:
+    """The runs of one input as they are built (run id -> :class:`_RunBuilder`, in order of first appearance:
+    the exact path's state), and what the fast path needs to take back a block it gave up on."""
+
+    def __init__(self) -> None:
+        self.builders: dict[str, _RunBuilder] = {}
+        self.keys = _parsed_keys()
+        self._saved: dict[str, tuple | None] = {}  # this block's runs as they were before it (None: new)
+
+    def histories(self) -> list[History]:
+        return [rb.hist for rb in self.builders.values()]
+
+    def begin(self) -> None:
+        self._saved = {}
+
+    def rollback(self) -> None:
+        for rid, saved in self._saved.items():
+            if saved is None:
+                del self.builders[rid]
+                continue
+            rb = self.builders[rid]
+            h = rb.hist
+            rb.last_index, rb.last_time, rb.in_flight, n, h.target, h.nemesis, h.settings = saved
+            del h.ops[n:]
+        self._saved = {}
+
+    def state(self, rid: Any) -> _RunBuilder:
+        """The builder of run ``rid`` (created if new), remembering how it was before this block."""
+        rb = self.builders.get(rid)
+        if rb is None:
+            if rid.__class__ is not str:
+                raise _Doubt
+            rb = self.builders[rid] = _RunBuilder(History(rid))
+            self._saved[rid] = None
+        elif rid not in self._saved:
+            h = rb.hist
+            self._saved[rid] = (rb.last_index, rb.last_time, dict(rb.in_flight), len(h.ops), h.target, h.nemesis,
+                                h.settings)
+        return rb
+
+    def add_objects(self, objs: list) -> None:
+        """Parsed lines in file order: headers and operations."""
+        flags = list(map(_dict_has, objs, repeat("header")))  # TypeError for anything but an object
+        if not any(flags):
+            if objs:
+                self.add_ops(objs)
+            return
+        start = 0
+        for k in compress(range(len(objs)), flags):
+            if start < k:
+                self.add_ops(objs[start:k])
+            hdr = objs[k]
+            body = validate_header(hdr)  # a HistoryError is a ValueError: the exact path gives the reason
+            _header_fields(self.state(hdr["run_id"]).hist, body)
+            start = k + 1
+        if start < len(objs):
+            self.add_ops(objs[start:])
+
+    def add_ops(self, ops: list) -> None:
+        """Operations (objects without a ``header`` key) in file order, taken in stretches of one run each."""
+        rids = list(map(itemgetter(self.keys[0]), ops))
+        first = rids[0]
+        if rids.count(first) == len(rids):
+            _plain_run(ops, self.state(first), self.keys)
+            return
+        k = 0
+        for rid, group in groupby(rids):
+            m = len(list(group))
+            _plain_run(ops[k:k + m], self.state(rid), self.keys)
+            k += m
+
+
+def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
+    """Check operations of one run (each a dict with that ``run_id``) as validate_op and _RunBuilder.add would,
+    accepting only what they certainly accept, and append them to the run; raise on anything else.
+
+    Exact classes throughout (a bool is not an int, a subclass is not its base): stricter than validate_op's
+    isinstance checks where they differ, never looser. One loop of plain subscripts and comparisons with no call
+    per operation or record, because this is where a reader spends its time once the lines are parsed."""
+    _int, _str, _dict, _list, _type, scalars = int, str, dict, list, type, _SCALAR_CLASSES
+    (_, k_index, k_time, k_process, k_type, k_f, k_value, k_records, k_topic, k_partition, k_offset, k_group,
+     k_offsets, k_partitions, k_topics) = keys
+    last_i, last_t, in_flight = rb.last_index, rb.last_time, rb.in_flight
+    pending = in_flight.pop
+    for op in ops:
+        i = op[k_index]
+        t = op[k_time]
+        p = op[k_process]
+        typ = op[k_type]
+        f = op[k_f]
+        if _type(i) is not _int or _type(t) is not _int or _type(p) is not _int or i <= last_i or t < last_t:
+            raise _Doubt
+        last_i = i
+        last_t = t
+        if typ == "invoke":
+            if p != -1:  # NEMESIS_PROCESS: outside the invoke/completion protocol
+                if p in in_flight:
+                    raise _Doubt
+                in_flight[p] = f
+        elif typ == "ok" or typ == "info" or typ == "fail":
+            if p != -1 and pending(p, None) != f:
+                raise _Doubt
+        else:
+            raise _Doubt
+        # Records: r[...] raises TypeError unless r is an object (a dict: parsed JSON has no other mapping).
+        if f == "send":
+            v = op[k_value]
+            if _type(v) is not _dict:
+                raise _Doubt
+            if k_records not in v:
+                if (_type(v[k_topic]) is not _str or _type(v[k_partition]) is not _int
+                        or _type(v[k_value]) not in scalars
+                        or (k_offset in v and v[k_offset] is not None and _type(v[k_offset]) is not _int)):
+                    raise _Doubt
+                continue
+            recs = v[k_records]
+            if _type(recs) is not _list or not recs:
+                raise _Doubt
+            for r in recs:
+                if (_type(r[k_topic]) is not _str or _type(r[k_partition]) is not _int
+                        or _type(r[k_value]) not in scalars
+                        or (k_offset in r and r[k_offset] is not None and _type(r[k_offset]) is not _int)):
+                    raise _Doubt
+        elif f == "poll":
+            if typ == "ok":
+                recs = op[k_value][k_records]
+                if _type(recs) is not _list:
+                    raise _Doubt
+                for r in recs:
+                    if (_type(r[k_topic]) is not _str or _type(r[k_partition]) is not _int
+                            or _type(r[k_offset]) is not _int or _type(r[k_value]) not in scalars):
+                        raise _Doubt
+        elif f == "commit" or f == "fetch_offsets":
+            v = op[k_value]
+            if _type(v) is not _dict or _type(v[k_group]) is not _str:
+                raise _Doubt
+            if f == "commit" or typ == "ok":
+                offs = v[k_offsets]
+                if _type(offs) is not _dict:
+                    raise _Doubt
+                for k, o in offs.items():
+                    if "/" not in k or (o is not None and _type(o) is not _int):
+                        raise _Doubt
+        elif f == "assign":
+            parts = op[k_value][k_partitions]
+            if _type(parts) is not _list:
+                raise _Doubt
+            for k in parts:
+                if _type(k) is not _str or "/" not in k:
+                    raise _Doubt
+        elif f == "subscribe":
+            if _type(op[k_value][k_topics]) is not _list:
+                raise _Doubt
+        elif _type(f) is not _str or not f:
+            raise _Doubt
+    rb.last_index, rb.last_time = last_i, last_t
+    rb.hist.ops.extend(ops)
+
+
+class _LineReader:
+    """JSON Lines -> runs: blocks of lines on the fast path, any block it gives up on on the exact path."""
+
+    def __init__(self, path: str | None, skip_corrupt: bool, young_gc: bool = False) -> None:
+        self.path = path
+        self.skip_corrupt = skip_corrupt
+        self.young_gc = young_gc  # collect the youngest generation after each block (see _gc_paused)
+        self.runs = _Runs()
+        self.skipped_invokes: set[tuple[str, int]] = set()
+        self.lineno = 0  # lines read so far
+
+    def histories(self) -> list[History]:
+        return self.runs.histories()
+
+    def feed(self, lines: list, *, fast: bool = True) -> None:
+        """The next lines of the input; ``fast=False`` starts with a block the fast path already gave up on."""
+        base, n, pos = self.lineno, len(lines), 0
+        while pos < n:
+            end = min(pos + _BLOCK_LINES, n)
+            block = lines[pos:end] if pos or end < n else lines
+            # The fast path knows nothing of completions to drop after a corrupt invoke: none may be pending.
+            if not (fast and _FAST and not self.skipped_invokes and self._fast(block)):
+                self.exact(enumerate(block, base + pos + 1))
+            if self.young_gc:
+                _young_gc()
+            fast = True
+            pos = end
+        self.lineno = base + n
+
+    def fast_prefix(self, lines: list) -> int:
+        """Take lines on the fast path only, until a block it gives up on; returns how many it took."""
+        n, pos = len(lines), 0
+        while pos < n:
+            end = min(pos + _BLOCK_LINES, n)
+            if not self._fast(lines[pos:end] if pos or end < n else lines):
+                break
+            if self.young_gc:
+                _young_gc()
+            pos = end
+        self.lineno += pos
+        return pos
+
+    def _fast(self, block: list) -> bool:
+        runs = self.runs
+        runs.begin()
+        try:
+            # The exact path parses each line stripped of whitespace and skips blank lines. Unstripped lines
+            # parse to the same values or fail: both parsers allow only JSON whitespace around a value, which
+            # str.strip removes too, and a value neither starts nor ends with whitespace. A line that fails
+            # (e.g. one of spaces only) gives the block to the exact path.
+            if "" in block:
+                block = [x for x in block if x]
+            runs.add_objects(list(map(_loads, block)))
+        except _GIVE_UP:
+            runs.rollback()
+            return False
+        return True
+
+    def exact(self, numbered: Iterable[tuple[int, str]], *, stream: bool = False) -> None:
+        """The exact path: one line at a time, every error named with its line. For a ``stream`` (the whole
+        input, not a block) it also collects the youngest generation every block's worth of lines."""
+        path, skip_corrupt, skipped_invokes = self.path, self.skip_corrupt, self.skipped_invokes
+        runs = self.runs.builders
+        collect = stream and self.young_gc
+        for lineno, raw in numbered:
+            if collect and not lineno % _BLOCK_LINES:
+                _young_gc()
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                try:
+                    obj = _loads(line)
+                except json.JSONDecodeError as e:
+                    raise HistoryError(f"corrupt or truncated JSON ({e.msg} at column {e.colno})") from None
+                if isinstance(obj, dict) and "header" in obj:
+                    body = validate_header(obj)
+                    rb = runs.get(obj["run_id"])
+                    if rb is None:
+                        rb = runs[obj["run_id"]] = _RunBuilder(History(obj["run_id"]))
+                    _header_fields(rb.hist, body)
+                    continue
+                op = obj if _plainly_valid(obj) else validate_op(obj)
+                rid = op["run_id"]
+                rb = runs.get(rid)
+                if rb is None:
+                    rb = runs[rid] = _RunBuilder(History(rid))
+                if skip_corrupt and op["type"] in COMPLETIONS and (rid, op["process"]) in skipped_invokes:
+                    skipped_invokes.discard((rid, op["process"]))
+                    warnings.warn(
+                        f"{path or 'history'}:{lineno}: dropped completion whose invoke was corrupt",
+                        CorruptLineWarning,
+                        stacklevel=2,
+                    )
+                    continue
+                rb.add(op)
+            except HistoryError as e:
+                if not skip_corrupt:
+                    raise HistoryError(e.reason, line=lineno, path=path) from None
+                warnings.warn(f"{path or 'history'}:{lineno}: skipped: {e.reason}", CorruptLineWarning, stacklevel=2)
+                try:  # remember a skipped invoke so its completion is dropped too
+                    o = json.loads(line)
+                    if isinstance(o, dict) and o.get("type") == "invoke":
+                        skipped_invokes.add((o.get("run_id"), o.get("process")))
+                except (json.JSONDecodeError, TypeError):
+                    pass
+
+
 def iter_lines_validated(
     lines: Iterable[str], *, path: str | None = None, skip_corrupt: bool = False
 ) -> list[History]:
     """Parse JSONL text lines into runs, validating each line and the pairing across lines."""
-    runs: dict[str, _RunBuilder] = {}
-    order: list[str] = []
-    skipped_invokes: set[tuple[str, int]] = set()
-    for lineno, raw in enumerate(lines, 1):
-        line = raw.strip()
-        if not line:
-            continue
-        try:
-            try:
-                obj = _loads(line)
-            except json.JSONDecodeError as e:
-                raise HistoryError(f"corrupt or truncated JSON ({e.msg} at column {e.colno})") from None
-            if isinstance(obj, dict) and "header" in obj:
-                body = validate_header(obj)
-                rb = runs.get(obj["run_id"])
-                if rb is None:
-                    rb = runs[obj["run_id"]] = _RunBuilder(History(obj["run_id"]))
-                    order.append(obj["run_id"])
-                _header_fields(rb.hist, body)
-                continue
-            op = obj if _plainly_valid(obj) else validate_op(obj)
-            rid = op["run_id"]
-            rb = runs.get(rid)
-            if rb is None:
-                rb = runs[rid] = _RunBuilder(History(rid))
-                order.append(rid)
-            if skip_corrupt and op["type"] in COMPLETIONS and (rid, op["process"]) in skipped_invokes:
-                skipped_invokes.discard((rid, op["process"]))
-                warnings.warn(
-                    f"{path or 'history'}:{lineno}: dropped completion whose invoke was corrupt",
-                    CorruptLineWarning,
-                    stacklevel=2,
-                )
-                continue
-            rb.add(op)
-        except HistoryError as e:
-            if not skip_corrupt:
-                raise HistoryError(e.reason, line=lineno, path=path) from None
-            warnings.warn(f"{path or 'history'}:{lineno}: skipped: {e.reason}", CorruptLineWarning, stacklevel=2)
-            try:  # remember a skipped invoke so its completion is dropped too
-                o = json.loads(line)
-                if isinstance(o, dict) and o.get("type") == "invoke":
-                    skipped_invokes.add((o.get("run_id"), o.get("process")))
-            except (json.JSONDecodeError, TypeError):
-                pass
-    return [runs[r].hist for r in order]
+    with _gc_paused() as ours:
+        reader = _LineReader(path, skip_corrupt, young_gc=ours)
+        if isinstance(lines, list):
+            reader.feed(lines)
+        else:  # a stream (e.g. a file): one line at a time, as it comes
+            reader.exact(enumerate(lines, 1), stream=True)
+        return reader.histories()
 
 
 def _open_text(path: str) -> io.TextIOBase:
@@ -183,17 +485,78 @@ def _open_text(path: str) -> io.TextIOBase:
     return open(path, encoding="utf-8")  # noqa: SIM115
 
 
+def _text_lines(data: bytes) -> list[str]:
+    """Lines of whole-line UTF-8 ``data`` as iterating over the file in text mode yields them (up to the line
+    end, which stripping removes): lines end at ``\\n`` or ``\\r\\n``; a lone ``\\r`` (also a line end in text
+    mode) is left to the exact path."""
+    text = data.decode("utf-8")
+    if "\r" in text and text.count("\r") != text.count("\r\n"):
+        raise _Doubt
+    lines = text.split("\n")
+    if not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _jsonl_blocks(path: str) -> Iterator[list[str]]:
+    """A JSONL file's lines in blocks of whole lines; raises on anything unreadable or undecodable."""
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as fh:  # noqa: SIM115
+        tail: list[bytes] = []  # the start of a line that goes on in the next chunk
+        while chunk := fh.read(_BLOCK_BYTES):
+            cut = chunk.rfind(b"\n") + 1
+            if not cut:
+                tail.append(chunk)
+                continue
+            yield _text_lines(b"".join([*tail, chunk[:cut]]) if tail else chunk[:cut])
+            tail = [chunk[cut:]] if cut < len(chunk) else []
+        if tail:
+            yield _text_lines(b"".join(tail))
+
+
+def _read_jsonl_fast(path: str, skip_corrupt: bool, young_gc: bool) -> list[History] | None:
+    """The fast path over a JSONL file, or None if the exact path must read it from the start.
+
+    The exact path streams the file in text mode and reports undecodable bytes (or a broken gzip stream) when it
+    gets to them, after the lines before them. So the exact path may take over here only once the rest of the
+    file is known to be readable and decodable: it is read first, and anything wrong with it means starting
+    over on the exact path, before any line has been judged there (and any warning given)."""
+    reader = _LineReader(path, skip_corrupt, young_gc)
+    blocks = _jsonl_blocks(path)
+    try:
+        for lines in blocks:
+            taken = reader.fast_prefix(lines)
+            if taken < len(lines):
+                rest = [lines[taken:], *blocks]
+                break
+        else:
+            return reader.histories()
+    except _GIVE_UP:
+        return None
+    finally:
+        blocks.close()
+    fast = False  # the first block of the rest is one the fast path gave up on
+    for lines in rest:
+        reader.feed(lines, fast=fast)
+        fast = True
+    return reader.histories()
+
+
 def read_jsonl(path: str, *, skip_corrupt: bool = False) -> list[History]:
     """Read every run in a JSONL (optionally .gz) file."""
-    try:
-        with _open_text(path) as fh:
-            return iter_lines_validated(fh, path=path, skip_corrupt=skip_corrupt)
-    except UnicodeDecodeError as e:
-        raise HistoryError(f"not UTF-8 text ({e.reason})", path=path) from None
-    except (EOFError, gzip.BadGzipFile, OSError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise HistoryError("no such file", path=path) from None
-        raise HistoryError(f"cannot read: {e}", path=path) from None
+    with _gc_paused() as ours:
+        if _FAST:
+            runs = _read_jsonl_fast(path, skip_corrupt, ours)
+            if runs is not None:
+                return runs
+        try:
+            with _open_text(path) as fh:
+                return iter_lines_validated(fh, path=path, skip_corrupt=skip_corrupt)
+        except UnicodeDecodeError as e:
+            raise HistoryError(f"not UTF-8 text ({e.reason})", path=path) from None
+        except (EOFError, gzip.BadGzipFile, OSError) as e:
+            if isinstance(e, FileNotFoundError):
+                raise HistoryError("no such file", path=path) from None
+            raise HistoryError(f"cannot read: {e}", path=path) from None
 
 
 def write_jsonl(histories: History | Iterable[History], path: str) -> None:
@@ -259,9 +622,47 @@ def write_parquet(histories: History | Iterable[History], path: str) -> None:
 
 def from_arrow(table, *, path: str | None = None, skip_corrupt: bool = False) -> list[History]:  # noqa: ANN001
     """Validate an Arrow table with the Parquet schema into runs; errors name the row (1-based)."""
-    missing = [c for c in ("run_id", "index", "time_ns", "process", "type", "f", "value") if c not in table.column_names]
+    missing = [c for c in _OP_COLUMNS if c not in table.column_names]
     if missing:
         raise HistoryError(f"Parquet file lacks columns {missing}", path=path)
+    with _gc_paused() as ours:
+        if _FAST:
+            try:
+                return _fast_arrow(table, ours)
+            except _GIVE_UP:
+                pass
+        return _from_arrow_exact(table, path=path, skip_corrupt=skip_corrupt)
+
+
+def _fast_arrow(table, young_gc: bool) -> list[History]:  # noqa: ANN001
+    """The fast path over an Arrow table: whole columns converted at once, then values parsed, operations built
+    and checked as JSONL lines are, a block of rows at a time. Header fields come from each run's first row, as
+    in the exact path. Any doubt: the exact path reads the whole table."""
+    rids, idxs, times, procs, typs, fs, raws = (table.column(c).to_pylist() for c in _OP_COLUMNS)
+    runs = _Runs()
+    k0, k1, k2, k3, k4, k5, k6 = runs.keys[:7]
+    for b in range(0, len(rids), _BLOCK_LINES):
+        e = b + _BLOCK_LINES
+        block = raws[b:e]
+        vals = list(map(_loads, block)) if None not in block else [None if r is None else _loads(r) for r in block]
+        runs.add_ops([{k0: r, k1: i, k2: t, k3: p, k4: ty, k5: f, k6: v} for r, i, t, p, ty, f, v in zip(
+            rids[b:e], idxs[b:e], times[b:e], procs[b:e], typs[b:e], fs[b:e], vals, strict=True)])
+        if young_gc:
+            _young_gc()
+    names = table.column_names
+    out = runs.histories()
+    for h in out:
+        i = rids.index(h.run_id)
+        h.target = (table.column("target")[i].as_py() if "target" in names else None) or "unknown"
+        h.nemesis = table.column("nemesis")[i].as_py() if "nemesis" in names else None
+        settings = table.column("settings")[i].as_py() if "settings" in names else None
+        if settings:
+            h.settings = json.loads(settings)
+    return out
+
+
+def _from_arrow_exact(table, *, path: str | None, skip_corrupt: bool) -> list[History]:  # noqa: ANN001
+    """The exact path: one row at a time, every error named with its row."""
     d = table.to_pydict()
     n = table.num_rows
     runs: dict[str, _RunBuilder] = {}
@@ -299,7 +700,7 @@ def from_arrow(table, *, path: str | None = None, skip_corrupt: bool = False) ->
             reason = e.reason if isinstance(e, HistoryError) else str(e)
             if not skip_corrupt:
                 raise HistoryError(reason, line=i + 1, path=path) from None
-            warnings.warn(f"{path or 'parquet'}: row {i + 1} skipped: {reason}", CorruptLineWarning, stacklevel=2)
+            warnings.warn(f"{path or 'parquet'}: row {i + 1} skipped: {reason}", CorruptLineWarning, stacklevel=3)
     return [runs[r].hist for r in order]
 
 
