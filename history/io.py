@@ -516,10 +516,11 @@ def _jsonl_blocks(path: str) -> Iterator[list[str]]:
 def _read_jsonl_fast(path: str, skip_corrupt: bool, young_gc: bool) -> list[History] | None:
     """The fast path over a JSONL file, or None if the exact path must read it from the start.
 
-    The exact path streams the file in text mode and reports undecodable bytes (or a broken gzip stream) when it
-    gets to them, after the lines before them. So the exact path may take over here only once the rest of the
-    file is known to be readable and decodable: it is read first, and anything wrong with it means starting
-    over on the exact path, before any line has been judged there (and any warning given)."""
+    The exact path streams the file in text mode and reports undecodable bytes (or a broken gzip stream) when its
+    read-ahead gets to them, which may be before or after it judged (and maybe rejected) the lines just before
+    them. So the exact path may take over here only once the rest of the file is known to be readable and
+    decodable: it is read first, and anything wrong with it means starting over on the exact path, before any
+    line has been judged there (and any warning given)."""
     reader = _LineReader(path, skip_corrupt, young_gc)
     blocks = _jsonl_blocks(path)
     try:
