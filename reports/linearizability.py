@@ -21,10 +21,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 OK, ILLEGAL, UNKNOWN = "ok", "illegal", "unknown"
 INF = float("inf")
+_CALL, _RET = itemgetter(3), itemgetter(4)  # Operation.call, Operation.ret (in C)
 
 
 class Operation(NamedTuple):
@@ -129,102 +131,90 @@ def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
     n = len(ops)
     if n == 0:
         return OK
-    # Events e: e < n is the call of op e, e >= n the return of op e - n. Nodes 1..2n hold them in time order,
-    # calls before returns at equal times (treated as concurrent), then by op: a stable sort on the time alone
-    # (events are numbered in that tie order), no tuples. 0 is the head sentinel, 2n + 1 the end.
-    times = [op.call for op in ops]
-    times += [op.ret for op in ops]
-    order = sorted(range(2 * n), key=times.__getitem__)
-    ev = [-1]
-    ev += order  # node -> event
-    node_of = [0] * (2 * n)  # event -> node
-    for node, e in enumerate(order, 1):
-        node_of[e] = node
-    size = 2 * n + 1
-    END = size  # noqa: N806 - sentinel index
-    nxt = list(range(1, size + 2))
-    prv = list(range(-1, size))
+    # Events e: e < n is the call of op e, e >= n the return of op e - n; they are the nodes of a doubly linked
+    # list in time order, calls before returns at equal times (treated as concurrent), then by op: a stable sort
+    # on the time alone (events are numbered in that tie order), no tuples. HEAD and END are sentinels.
+    times = list(map(_CALL, ops))
+    times += map(_RET, ops)
+    HEAD, END = 2 * n, 2 * n + 1  # noqa: N806 - sentinel indices
+    nxt = [0] * (2 * n + 2)
+    prv = [0] * (2 * n + 2)
+    a = HEAD
+    for e in sorted(range(2 * n), key=times.__getitem__):
+        nxt[a] = e
+        prv[e] = a
+        a = e
+    nxt[a] = END
+    prv[END] = a
     step = kernel.step
     state = kernel.init
+    by_set = kernel.state_of_set
     # Lowe's cache holds (linearized set, state) pairs already explored, so that the search does not explore
     # them again. A step forward reaches a set one larger than any on the current path, so the only states it
     # can meet in the cache are those it has backtracked out of: caching states as they are left, not as they
-    # are entered, gives the same search. Until the first backtrack the cache is empty and the set is only the
-    # stack's calls; it is tracked from then on.
-    calls: list[tuple[int, Any]] = []  # (call node, state before)
-    entry = nxt[0]
+    # are entered, gives the same search. And it can only meet one of its own size: while it is past the
+    # largest size cached (at first, with nothing cached, always), it need not look, nor keep the set, which
+    # is the stack's calls anyway; the set is brought up to date from the stack when it is needed.
+    calls: list[tuple[int, Any]] = []  # (call event = op, state before)
+    linearized = 0  # the ops of calls[:known]
+    known = 0
+    cache: set = set()
+    cached_max = 0  # the largest set size in the cache
+    entry = nxt[HEAD]
     iters = 0
     while True:
         iters += 1
         if iters & 1023 == 0 and time.monotonic() > deadline:
             return UNKNOWN
-        i = ev[entry]
-        if i >= n:  # a return: backtrack (below)
-            break
-        new_state = step(state, i)
-        if new_state is not NOT_LEGAL:
-            calls.append((entry, state))
-            state = new_state
-            # lift the call and its return out of the list
-            a, b = prv[entry], nxt[entry]
-            nxt[a] = b
-            prv[b] = a
-            m = node_of[n + i]
-            a, b = prv[m], nxt[m]
-            nxt[a] = b
-            prv[b] = a
-            entry = nxt[0]
-            if entry == END:
-                return OK
-        else:
-            entry = nxt[entry]
-    by_set = kernel.state_of_set
-    bits = bytearray((n >> 3) + 1)
-    for c, _ in calls:
-        i = ev[c]
-        bits[i >> 3] |= 1 << (i & 7)
-    linearized = int.from_bytes(bits, "little")
-    cache: set = set()
-    while True:  # the iteration visiting ``entry`` is already counted
-        i = ev[entry]
-        if i < n:  # a call
-            new_state = step(state, i)
+        if entry < n:  # a call
+            new_state = step(state, entry)
             if new_state is not NOT_LEGAL:
-                new_lin = linearized | (1 << i)
-                if (new_lin if by_set else (new_lin, new_state)) not in cache:
-                    calls.append((entry, state))
-                    state, linearized = new_state, new_lin
-                    a, b = prv[entry], nxt[entry]
-                    nxt[a] = b
-                    prv[b] = a
-                    m = node_of[n + i]
-                    a, b = prv[m], nxt[m]
-                    nxt[a] = b
-                    prv[b] = a
-                    entry = nxt[0]
-                    if entry == END:
-                        return OK
-                else:
-                    entry = nxt[entry]
+                if cached_max and len(calls) < cached_max:
+                    depth = len(calls)
+                    while known < depth:
+                        linearized |= 1 << calls[known][0]
+                        known += 1
+                    new_lin = linearized | (1 << entry)
+                    if (new_lin if by_set else (new_lin, new_state)) in cache:
+                        entry = nxt[entry]
+                        continue
+                    linearized = new_lin
+                    known = depth + 1
+                calls.append((entry, state))
+                state = new_state
+                # lift the call and its return out of the list
+                a, b = prv[entry], nxt[entry]
+                nxt[a] = b
+                prv[b] = a
+                m = entry + n
+                a, b = prv[m], nxt[m]
+                nxt[a] = b
+                prv[b] = a
+                entry = nxt[HEAD]
+                if entry == END:
+                    return OK
             else:
                 entry = nxt[entry]
         else:
             if not calls:
                 return ILLEGAL
+            depth = len(calls)
+            while known < depth:
+                linearized |= 1 << calls[known][0]
+                known += 1
             cache.add(linearized if by_set else (linearized, state))  # explored: every way on from it failed
+            if depth > cached_max:
+                cached_max = depth
             entry, state = calls.pop()
-            i = ev[entry]
-            linearized ^= 1 << i
+            linearized ^= 1 << entry
+            known = depth - 1
             # unlift: return first, then call
-            m = node_of[n + i]
+            m = entry + n
             nxt[prv[m]] = m
             prv[nxt[m]] = m
             nxt[prv[entry]] = entry
             prv[nxt[entry]] = entry
             entry = nxt[entry]
-        iters += 1
-        if iters & 1023 == 0 and time.monotonic() > deadline:
-            return UNKNOWN
 
 
 def _prefix(model: Model, ops: Sequence[Operation], k: int, by_ret: list[int]) -> tuple[list[Operation], float]:

@@ -82,24 +82,63 @@ def rank_appends(ops: list[Operation]) -> list[Operation]:
 
 
 def _log_compile(ops: Sequence[Operation]) -> Kernel:
-    """``rank_appends`` + ``_log_step`` by index: an append's rank and bit (``1 << pid``), a read's bits. The state
-    ``(appends, bits)`` is a function of the linearized set (the count and union of its appends)."""
+    """``rank_appends`` + ``_log_step`` by index. Linearized appends are one per rank 0, 1, ..., count - 1 (the step
+    demands rank == count), so the state is a function of the linearized set. When each append of a one-key part
+    has a rank of its own they are exactly the appends ranked below the count: the state is just the count, and
+    a read is legal once the count is past the rank of the first-ranked append of each pair it read."""
     n = len(ops)
+    appends: list[int] = []
+    reads: list[int] = []
     offsets: dict[Any, list[int]] = {}
-    for op in ops:
+    key = keys = None
+    for i, op in enumerate(ops):
         inp = op.input
         if inp[0] == "append":
-            lst = offsets.get(inp[1])
-            if lst is None:
-                lst = offsets[inp[1]] = []
-            lst.append(op.output)
+            appends.append(i)
+            if inp[1] != key:  # (one key, mostly: one list)
+                key = inp[1]
+                keys = offsets.get(key)
+                if keys is None:
+                    keys = offsets[key] = []
+            keys.append(op.output)
+        else:
+            reads.append(i)
     rank: dict[Any, dict[int, int]] = {}
+    shared = False  # some appends share a rank (equal offsets)
     for k, offs in offsets.items():
         r: dict[int, int] = {}
         for i, o in enumerate(sorted(offs)):
             r.setdefault(o, i)
         rank[k] = r
+        shared = shared or len(r) != len(offs)
     ranks = [-1] * n  # -1: a read
+    if len(rank) <= 1 and not shared:
+        first: dict[Any, int] = {}  # pair id -> lowest rank of an append of it
+        if rank:
+            (r,) = rank.values()
+            for i in appends:
+                op = ops[i]
+                ri = ranks[i] = r[op.output]
+                pid = op.input[3]
+                if ri < first.get(pid, n):
+                    first[pid] = ri
+        past = [0] * n  # a read's rank to be past; n: a pair nobody appended, never legal
+        for i in reads:
+            t = -1
+            for _off, _v, pid in ops[i].output:
+                ri = first.get(pid, n)
+                if ri > t:
+                    t = ri
+            past[i] = t
+
+        def count_step(count: int, i: int) -> Any:
+            r = ranks[i]
+            if r < 0:
+                return count if count > past[i] else NOT_LEGAL
+            return count + 1 if r == count else NOT_LEGAL
+
+        return Kernel(0, count_step, state_of_set=True)
+
     bits = [0] * n
     for i, op in enumerate(ops):
         inp = op.input
@@ -191,70 +230,68 @@ def offset_operations(ops: Sequence[dict]) -> list[Operation]:
     linearizable with it (placed last) iff it is without it; keeping it would make the search try it everywhere.
     """
     # One pass; info commits are kept in place and those no fetch returned are removed at the end. Keys and
-    # fetch inputs are built once per (group, partition), not per operation.
-    gks: dict[str, dict[str, tuple]] = {}  # group -> partition -> ((group, partition), ("fetch", (group, partition)))
-    calls: dict[int, int] = {}
+    # fetch inputs are built once per (group, partition), not per operation. Pairing: a completion's call is the
+    # time of its process's previous operation if that was an invoke (else its own), as a map of pending
+    # invokes popped by every completion gives; only commits and fetches need it here.
+    gks: dict[str, dict[str, tuple]] = {}  # group -> partition -> ((g, p), ("fetch", (g, p)), {fetched offsets})
+    last: dict[int, dict] = {}  # process -> its latest operation
     out: list[Operation] = []
-    info: list[int] = []  # positions in out of info commits
+    info: list[tuple[int, tuple, Any]] = []  # (position in out, entry, offset) of info commits
     for op in ops:
-        typ = op["type"]
-        if typ == "invoke":
-            calls[op["process"]] = op["time_ns"]
-            continue
-        p = op["process"]
-        call = calls.pop(p, op["time_ns"])
-        if typ == "fail":
-            continue
         f = op["f"]
-        if f == "commit":
-            v = op["value"]
-            g = v["group"]
-            tab = gks.get(g)
-            if tab is None:
-                tab = gks[g] = {}
-            ok = typ == "ok"
-            ret = op["time_ns"] if ok else INF
-            ref = op["index"]
-            for k, o in v["offsets"].items():
-                e = tab.get(k)
-                if e is None:
-                    gk = (g, k)
-                    e = tab[k] = (gk, ("fetch", gk))
-                if not ok:
-                    info.append(len(out))
-                out.append(_new(Operation, (p, ("commit", e[0], o), None, call, ret, ref)))
-        elif f == "fetch_offsets" and typ == "ok":
-            v = op["value"]
-            g = v["group"]
-            tab = gks.get(g)
-            if tab is None:
-                tab = gks[g] = {}
-            t = op["time_ns"]
-            ref = op["index"]
-            for k, o in v["offsets"].items():
-                e = tab.get(k)
-                if e is None:
-                    gk = (g, k)
-                    e = tab[k] = (gk, ("fetch", gk))
-                out.append(_new(Operation, (p, e[1], o, call, t, ref)))
-    if info:
-        fetched = {(o.input[1], o.output) for o in out if o.input[0] == "fetch"}
-        drop = [j for j in info if (out[j].input[1], out[j].input[2]) not in fetched]
-        for j in reversed(drop):
-            del out[j]
+        if f == "commit" or f == "fetch_offsets":
+            typ = op["type"]
+            if typ != "invoke" and typ != "fail" and (f == "commit" or typ == "ok"):
+                p = op["process"]
+                prev = last.get(p)
+                t = op["time_ns"]
+                call = prev["time_ns"] if prev is not None and prev["type"] == "invoke" else t
+                v = op["value"]
+                g = v["group"]
+                tab = gks.get(g)
+                if tab is None:
+                    tab = gks[g] = {}
+                ref = op["index"]
+                if f == "commit":
+                    ok = typ == "ok"
+                    ret = t if ok else INF
+                    for k, o in v["offsets"].items():
+                        e = tab.get(k)
+                        if e is None:
+                            gk = (g, k)
+                            e = tab[k] = (gk, ("fetch", gk), set())
+                        if not ok:
+                            info.append((len(out), e, o))
+                        out.append(_new(Operation, (p, ("commit", e[0], o), None, call, ret, ref)))
+                else:
+                    for k, o in v["offsets"].items():
+                        e = tab.get(k)
+                        if e is None:
+                            gk = (g, k)
+                            e = tab[k] = (gk, ("fetch", gk), set())
+                        e[2].add(o)
+                        out.append(_new(Operation, (p, e[1], o, call, t, ref)))
+        last[op["process"]] = op
+    drop = [j for j, e, o in info if o not in e[2]]
+    for j in reversed(drop):
+        del out[j]
     return out
 
 
 class _Pairs:
-    """One partition's (offset, value) pair ids, in order of first sight: the bit a pair has in the log state."""
+    """One partition's (offset, value) pair ids, in order of first sight: the bit a pair has in the log state.
+    Also what the info sends' resolution needs: the values ok sends gave, and for each value first met in a
+    poll (a pair no send gave before) the offset and return time of that first read."""
 
-    __slots__ = ("key", "by_off", "more", "read_input")
+    __slots__ = ("key", "by_off", "more", "read_input", "sent", "first_read")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.by_off: dict[Any, tuple[Any, int]] = {}  # offset -> (value, id) of the first pair seen there
         self.more: dict[tuple, int] = {}  # (offset, value) -> id of the other pairs (inconsistent offsets)
         self.read_input = ("read", key)
+        self.sent: set = set()  # values of ok sends
+        self.first_read: dict[Any, tuple[Any, Any]] = {}  # value -> (offset, ret) of the first read of a new pair
 
     def pid(self, off: Any, v: Any) -> int:
         e = self.by_off.get(off)
@@ -269,6 +306,12 @@ class _Pairs:
         if i is None:
             i = self.more[(off, v)] = len(self.by_off) + len(self.more)
         return i
+
+    def read_pid(self, off: Any, v: Any, ret: Any) -> int:
+        """``pid`` for a pair a poll read and the fast path did not find: it is new, or at a taken offset."""
+        if v not in self.first_read:
+            self.first_read[v] = (off, ret)
+        return self.pid(off, v)
 
 
 def log_operations(ops: Sequence[dict]) -> list[Operation]:
@@ -288,8 +331,10 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
 
     calls: dict[int, int] = {}
     out: list[Operation] = []
-    reads: list[Operation] = []  # for the info sends, resolved after the pass against what the polls saw
     info_sends: list[tuple] = []
+    reads: list[Operation] = []
+    last_ret = None
+    rets_sorted = True  # the reads' returns never go backwards (as the contract's times do not)
     for op in ops:
         typ = op["type"]
         if typ == "invoke":
@@ -304,45 +349,43 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
             recs = op["value"]["records"]
             if not recs:
                 continue
-            # Records come grouped by partition, and mostly from one: try that first.
+            t = op["time_ns"]
+            if last_ret is not None and t < last_ret:
+                rets_sorted = False
+            last_ret = t
+            # Records come grouped by partition, and mostly from one.
             r = recs[0]
             t0, pn0 = r["topic"], r["partition"]
             tab = tables.get((t0, pn0)) or table((t0, pn0))
             by_off = tab.by_off
-            prs = []
+            prs: list = []
+            groups = None  # {partition's pairs: its records' triples} once a second partition shows up
             for r in recs:
                 if r["partition"] != pn0 or r["topic"] != t0:
-                    break
+                    if groups is None:
+                        groups = {tab: prs}
+                    t0, pn0 = r["topic"], r["partition"]
+                    tab = tables.get((t0, pn0)) or table((t0, pn0))
+                    by_off = tab.by_off
+                    prs = groups.get(tab)
+                    if prs is None:
+                        prs = groups[tab] = []
                 off = r["offset"]
                 v = r["value"]
                 e = by_off.get(off)
                 if e is not None and (e[0] is v or e[0] == v):
                     prs.append((off, v, e[1]))
                 else:
-                    prs.append((off, v, tab.pid(off, v)))
+                    prs.append((off, v, tab.read_pid(off, v, t)))
+            if groups is None:
+                o = _new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"]))
+                out.append(o)
+                reads.append(o)
             else:
-                o = _new(Operation, (p, tab.read_input, tuple(prs), call, op["time_ns"], op["index"]))
-                out.append(o)
-                reads.append(o)
-                continue
-            # Several partitions (pairs met above are known now: asking again gives the same ids).
-            groups: dict[_Pairs, list] = {}  # in order of first appearance, as the reads are emitted
-            cur = None
-            for r in recs:
-                tp = (r["topic"], r["partition"])
-                if tp != cur:
-                    cur = tp
-                    tab = tables.get(tp) or table(tp)
-                    prs = groups.get(tab)
-                    if prs is None:
-                        prs = groups[tab] = []
-                off = r["offset"]
-                v = r["value"]
-                prs.append((off, v, tab.pid(off, v)))
-            for tab, prs in groups.items():
-                o = _new(Operation, (p, tab.read_input, tuple(prs), call, op["time_ns"], op["index"]))
-                out.append(o)
-                reads.append(o)
+                for tab, prs in groups.items():
+                    o = _new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"]))
+                    out.append(o)
+                    reads.append(o)
         elif f == "send":
             if typ == "fail":
                 continue
@@ -353,7 +396,14 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
                 v = r["value"]
                 off = r.get("offset")
                 if typ == "ok" and off is not None:
-                    inp = ("append", tab.key, v, tab.pid(off, v))
+                    tab.sent.add(v)
+                    by_off = tab.by_off
+                    if off in by_off:
+                        pid = tab.pid(off, v)
+                    else:  # a new pair, as usual
+                        pid = len(by_off) + len(tab.more)
+                        by_off[off] = (v, pid)
+                    inp = ("append", tab.key, v, pid)
                     out.append(_new(Operation, (p, inp, off, call, op["time_ns"], op["index"])))
                 else:
                     info_sends.append((p, tab, v, off, call, op["index"]))
@@ -361,29 +411,42 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
         # An info send somebody read happened, at the offset the poll saw it, and before that poll returned.
         # Bounding its return there is sound (a later linearization point would make the read illegal) and keeps
         # the search from trying it at every step until the end of the history. Unread info sends are dropped.
-        wanted: dict[str, set] = {}
-        for s in info_sends:
-            w = wanted.get(s[1].key)
-            if w is None:
-                w = wanted[s[1].key] = set()
-            w.add(s[2])
-        seen: dict[tuple, tuple[int, float]] = {}
-        for o in reads:
-            w = wanted.get(o.input[1])
-            if not w:
-                continue
-            for off, v, _ in o.output:
-                if v in w:
-                    kv = (o.input[1], v)
-                    prev = seen.get(kv)
-                    if prev is None or o.ret < prev[1]:
-                        seen[kv] = (off if prev is None else prev[0], o.ret)
+        # Per (partition, value): the offset of its first read and the earliest return of a read of it. With
+        # returns in order and no ok send of the value, that is the first read of a pair with it, noted above.
+        if rets_sorted and not any(s[2] in s[1].sent for s in info_sends):
+            def hit_of(tab: _Pairs, v: Any) -> tuple | None:
+                return tab.first_read.get(v)
+        else:
+            seen = _seen_by_reads(reads, {(s[1].key, s[2]) for s in info_sends})
+
+            def hit_of(tab: _Pairs, v: Any) -> tuple | None:
+                return seen.get((tab.key, v))
+
         for p, tab, v, off, call, ref in info_sends:
-            hit = seen.get((tab.key, v))
+            hit = hit_of(tab, v)
             if hit is not None:
                 off = hit[0]
                 out.append(_new(Operation, (p, ("append", tab.key, v, tab.pid(off, v)), off, call, hit[1], ref)))
     return out
+
+
+def _seen_by_reads(reads: list[Operation], wanted: set[tuple]) -> dict[tuple, tuple]:
+    """(key, value) -> (offset of its first read, earliest return of a read of it), for the wanted ones."""
+    want: dict[str, set] = {}
+    for k, v in wanted:
+        want.setdefault(k, set()).add(v)
+    seen: dict[tuple, tuple] = {}
+    for o in reads:
+        w = want.get(o.input[1])
+        if not w:
+            continue
+        for off, v, _ in o.output:
+            if v in w:
+                kv = (o.input[1], v)
+                prev = seen.get(kv)
+                if prev is None or o.ret < prev[1]:
+                    seen[kv] = (off if prev is None else prev[0], o.ret)
+    return seen
 
 
 MODELS = {"partition-log": (PARTITION_LOG, log_operations), "committed-offsets": (COMMITTED_OFFSETS, offset_operations)}

@@ -547,6 +547,23 @@ def _odd() -> list[tuple[str, list[dict]]]:
         o(8, 5, "invoke", "poll", {}, t=1),
         o(9, 5, "ok", "poll", {"records": [rec("t", 0, "i", 2), rec("u", 0, "b", 0)]}, t=2),
     ]
+    # The same value sent twice, once ok and once info (read at another offset first, then at the ok one).
+    hs["dup-values"] = [
+        o(0, 1, "invoke", "send", rec("t", 0, "a")),
+        o(1, 2, "invoke", "send", rec("t", 0, "a")),
+        o(2, 2, "info", "send", rec("t", 0, "a")),
+        o(3, 3, "invoke", "poll", {}),
+        o(4, 3, "ok", "poll", {"records": [rec("t", 0, "a", 1)]}),
+        o(5, 1, "ok", "send", rec("t", 0, "a", 0)),
+        o(6, 4, "invoke", "poll", {}),
+        o(7, 4, "ok", "poll", {"records": [rec("t", 0, "a", 0), rec("t", 0, "a", 1)]}),
+        o(8, 5, "invoke", "send", rec("t", 0, "b")),
+        o(9, 5, "ok", "send", rec("t", 0, "b", 2)),
+        o(10, 6, "invoke", "send", rec("t", 0, "b")),
+        o(11, 6, "info", "send", rec("t", 0, "b")),
+        o(12, 4, "invoke", "poll", {}),
+        o(13, 4, "ok", "poll", {"records": [rec("t", 0, "b", 2)]}),
+    ]
     # Offsets too big to be shared int objects: equal, not identical.
     big = [int(str(10**6 + i)) for i in range(3)] + [int(str(10**6 + i)) for i in range(3)]
     hs["big-offsets"] = [
@@ -657,13 +674,15 @@ def test_random_small_parts_give_the_reference_results(m):
 
 
 def _recording(model, log: list):
-    """The model with its step (or compiled kernel's step) recording (state, input[:4], output) per call."""
+    """The model with its step (or compiled kernel's step) recording (input[:4], output, legal) per call.
+    (Not the states: a kernel may encode them its own way.)"""
     if model.compile is None:
         step = model.step
 
         def rec_step(state, inp, out):
-            log.append((state, inp[:4], out))
-            return step(state, inp, out)
+            legal, new = step(state, inp, out)
+            log.append((inp[:4], out, bool(legal)))
+            return legal, new
 
         return dataclasses.replace(model, step=rec_step)
     compile_ = model.compile
@@ -672,8 +691,9 @@ def _recording(model, log: list):
         k = compile_(ops)
 
         def rec_step(state, i):
-            log.append((state, ops[i].input[:4], ops[i].output))
-            return k.step(state, i)
+            new = k.step(state, i)
+            log.append((ops[i].input[:4], ops[i].output, new is not new_lin.NOT_LEGAL))
+            return new
 
         return k._replace(step=rec_step)
 
@@ -699,8 +719,9 @@ def test_the_search_takes_the_reference_path_step_by_step(m):
 
 def _recording_ref(step, log: list):
     def rec_step(state, inp, out):
-        log.append((state, inp[:4], out))
-        return step(state, inp, out)
+        legal, new = step(state, inp, out)
+        log.append((inp[:4], out, bool(legal)))
+        return legal, new
 
     return rec_step
 
