@@ -28,9 +28,10 @@ class RecordColumns:
     __slots__ = ("n_ops", "p_topic", "p_partition", "p_offset", "p_value", "p_ops",
                  "s_topic", "s_partition", "s_value", "s_offset", "s_ops", "events", "values_all_int")
 
-    def __init__(self) -> None:
+    def __init__(self, values_all_int: bool = False) -> None:
         self.n_ops = 0
-        self.values_all_int = False  # True only when whoever gathered them saw every value's class be int
+        # True only when whoever gathered them looked at every value's class (the reader does) and it was int
+        self.values_all_int = values_all_int
         self.p_topic: list[str] = []
         self.p_partition: list[int] = []
         self.p_offset: list[int] = []

@@ -26,6 +26,7 @@ try:  # orjson parses history lines several times faster; the standard library i
 except ImportError:  # pragma: no cover - exercised where orjson is absent
     from json import loads as _loads
 
+from .columns import _OFFSET, _PARTITION, _TOPIC, _VALUE, RecordColumns, _offset_or_none
 from .schema import COMPLETIONS, NEMESIS_PROCESS, TYPES, HistoryError, dumps, validate_header, validate_op
 
 
@@ -35,13 +36,19 @@ class CorruptLineWarning(UserWarning):
 
 @dataclass
 class History:
-    """One run: its header fields and its operations in index order."""
+    """One run: its header fields and its operations in index order.
+
+    ``columns``: the run's records as :class:`~history.columns.RecordColumns`, gathered by the reader in the same
+    pass that validated them (None when a block of the run took the exact path, or for runs built in memory).
+    They describe ``ops`` as read: code that edits operations in place must set ``columns`` to None (a checker
+    given columns uses them only if they cover exactly ``len(ops)`` operations)."""
 
     run_id: str
     ops: list[dict] = field(default_factory=list)
     target: str = "unknown"
     nemesis: str | None = None
     settings: dict = field(default_factory=dict)
+    columns: RecordColumns | None = field(default=None, repr=False, compare=False)
 
     def header_line(self) -> dict:
         body: dict[str, Any] = {"target": self.target, "settings": self.settings}
@@ -96,15 +103,17 @@ def _plainly_valid(op: Any) -> bool:
 class _RunBuilder:
     """Per-run cross-line checks: increasing index, monotonic time, invoke/complete pairing."""
 
-    __slots__ = ("hist", "last_index", "last_time", "in_flight")
+    __slots__ = ("hist", "last_index", "last_time", "in_flight", "cols")
 
     def __init__(self, hist: History) -> None:
         self.hist = hist
         self.last_index = -1
         self.last_time = -(1 << 62)
         self.in_flight: dict[int, str] = {}
+        self.cols: RecordColumns | None = RecordColumns(values_all_int=True)  # None once the exact path added ops
 
     def add(self, op: dict) -> None:
+        self.cols = None  # the exact path does not gather columns: the checker gathers its own for this run
         idx, t = op["index"], op["time_ns"]
         if idx <= self.last_index:
             raise HistoryError(f"index {idx} does not increase (previous {self.last_index})")
@@ -209,7 +218,14 @@ class _Runs:
         self._saved: dict[str, tuple | None] = {}  # this block's runs as they were before it (None: new)
 
     def histories(self) -> list[History]:
-        return [rb.hist for rb in self.builders.values()]
+        out = []
+        for rb in self.builders.values():
+            h = rb.hist
+            if rb.cols is not None:
+                rb.cols.n_ops = len(h.ops)
+                h.columns = rb.cols
+            out.append(h)
+        return out
 
     def begin(self) -> None:
         self._saved = {}
@@ -223,6 +239,7 @@ class _Runs:
             h = rb.hist
             rb.last_index, rb.last_time, rb.in_flight, n, h.target, h.nemesis, h.settings = saved
             del h.ops[n:]
+            rb.cols = None  # partly gathered: the checker gathers its own for this run
         self._saved = {}
 
     def state(self, rid: Any) -> _RunBuilder:
@@ -283,7 +300,19 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
      k_offsets, k_partitions, k_topics) = keys
     last_i, last_t, in_flight = rb.last_index, rb.last_time, rb.in_flight
     pending = in_flight.pop
-    for op in ops:
+    # The checker's columns (history.columns), gathered here while each record is at hand: C-level maps per
+    # operation, nothing per record but the value's class, which the checks below look at anyway.
+    cols = rb.cols
+    gather = cols is not None
+    all_int = True
+    if gather:
+        pt, pp, po, pv, p_ops = (cols.p_topic.extend, cols.p_partition.extend, cols.p_offset.extend,
+                                 cols.p_value.extend, cols.p_ops.append)
+        st, sp, sv, so, s_ops = (cols.s_topic.append, cols.s_partition.append, cols.s_value.append,
+                                 cols.s_offset.append, cols.s_ops.append)
+        stx, spx, svx, sox = cols.s_topic.extend, cols.s_partition.extend, cols.s_value.extend, cols.s_offset.extend
+        events = cols.events.append
+    for pos, op in enumerate(ops, len(rb.hist.ops)):
         i = op[k_index]
         t = op[k_time]
         p = op[k_process]
@@ -313,6 +342,14 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                         or _type(v[k_value]) not in scalars
                         or (k_offset in v and v[k_offset] is not None and _type(v[k_offset]) is not _int)):
                     raise _Doubt
+                if gather and typ != "invoke":
+                    st(v[k_topic])
+                    sp(v[k_partition])
+                    sv(v[k_value])
+                    so(v.get(k_offset))
+                    s_ops((pos, p, typ, 1))
+                    if _type(v[k_value]) is not _int:
+                        all_int = False
                 continue
             recs = v[k_records]
             if _type(recs) is not _list or not recs:
@@ -322,6 +359,14 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                         or _type(r[k_value]) not in scalars
                         or (k_offset in r and r[k_offset] is not None and _type(r[k_offset]) is not _int)):
                     raise _Doubt
+                if _type(r[k_value]) is not _int:
+                    all_int = False
+            if gather and typ != "invoke":
+                stx(map(_TOPIC, recs))
+                spx(map(_PARTITION, recs))
+                svx(map(_VALUE, recs))
+                sox(map(_offset_or_none, recs))
+                s_ops((pos, p, typ, len(recs)))
         elif f == "poll":
             if typ == "ok":
                 recs = op[k_value][k_records]
@@ -329,8 +374,18 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                     raise _Doubt
                 for r in recs:
                     if (_type(r[k_topic]) is not _str or _type(r[k_partition]) is not _int
-                            or _type(r[k_offset]) is not _int or _type(r[k_value]) not in scalars):
+                            or _type(r[k_offset]) is not _int):
                         raise _Doubt
+                    if _type(r[k_value]) is not _int:
+                        if _type(r[k_value]) not in scalars:
+                            raise _Doubt
+                        all_int = False
+                if gather and recs:
+                    pt(map(_TOPIC, recs))
+                    pp(map(_PARTITION, recs))
+                    po(map(_OFFSET, recs))
+                    pv(map(_VALUE, recs))
+                    p_ops((pos, p, len(recs)))
         elif f == "commit" or f == "fetch_offsets":
             v = op[k_value]
             if _type(v) is not _dict or _type(v[k_group]) is not _str:
@@ -349,13 +404,22 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
             for k in parts:
                 if _type(k) is not _str or "/" not in k:
                     raise _Doubt
+            if gather and typ != "invoke" and typ != "fail":
+                events((pos, p, f, op[k_value]))
         elif f == "subscribe":
             if _type(op[k_value][k_topics]) is not _list:
                 raise _Doubt
+            if gather and typ != "invoke" and typ != "fail":
+                events((pos, p, f, op[k_value]))
+        elif f == "crash":
+            if gather and typ != "invoke":
+                events((pos, p, f, None))
         elif _type(f) is not _str or not f:
             raise _Doubt
     rb.last_index, rb.last_time = last_i, last_t
     rb.hist.ops.extend(ops)
+    if gather and not all_int:
+        cols.values_all_int = False
 
 
 class _LineReader:

@@ -35,7 +35,7 @@ def _run_check(args: argparse.Namespace) -> int:
     status = 0
     out = []
     for h in read(args.path, skip_corrupt=args.skip_corrupt):
-        res = analyze(h.ops, h.settings)
+        res = analyze(h.ops, h.settings, h.columns)
         lin = {}
         for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations)):
             from reports.linearizability import check_operations
