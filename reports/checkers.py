@@ -180,7 +180,8 @@ def _factorize_values(values: list, all_int: bool = False) -> tuple[np.ndarray, 
             codes, uniques = pd.factorize(np.fromiter(values, dtype=np.int64, count=len(values)))
         except (OverflowError, ValueError):
             codes = None
-    elif types == {str}:
+    if codes is None and types <= {int, bool, str}:
+        # pandas hashes objects with Python's hash and ==, as a dict does (None and NaN it would merge: not here)
         codes, uniques = pd.factorize(np.array(values, dtype=object))
     if codes is None:  # mixed, None, floats, big ints: exact Python dict semantics, one call per value
         table: dict[Any, int] = {}
