@@ -27,6 +27,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import itemgetter
 
 if __package__ in (None, ""):  # run as a script by spark-submit: import from the project root, and do not let
@@ -55,6 +56,8 @@ RESULT_SCHEMA = (
 
 
 _LAT_FIELDS = itemgetter("process", "type", "f", "time_ns")
+_TYPE_CODE = {"invoke": 0, "ok": 1}
+_F_CODE = {"send": 0, "poll": 1}
 
 
 def latency_histograms(ops: list[dict]) -> tuple[list[int], list[int]]:
@@ -66,17 +69,18 @@ def latency_histograms(ops: list[dict]) -> tuple[list[int], list[int]]:
 
     if not ops:
         return [0] * LAT_BINS, [0] * LAT_BINS
+    n = len(ops)
     proc, typ, f, t = zip(*map(_LAT_FIELDS, ops), strict=True)
-    proc = np.array(proc, dtype=np.int64)
-    t = np.array(t, dtype=np.int64)
-    typ = np.array(typ, dtype=object)
-    f = np.array(f, dtype=object)
+    proc = np.fromiter(proc, dtype=np.int64, count=n)
+    t = np.fromiter(t, dtype=np.int64, count=n)
+    typ = np.fromiter(map(_TYPE_CODE.get, typ, repeat(2)), dtype=np.int8, count=n)  # C-level lookups, no ==
+    f = np.fromiter(map(_F_CODE.get, f, repeat(2)), dtype=np.int8, count=n)
     order = np.argsort(proc, kind="stable")
     prev, cur = order[:-1], order[1:]
-    paired = (proc[prev] == proc[cur]) & (typ[prev] == "invoke") & (typ[cur] == "ok")
+    paired = (proc[prev] == proc[cur]) & (typ[prev] == 0) & (typ[cur] == 1)
     out = []
-    for name in ("send", "poll"):
-        sel = paired & (f[cur] == name)
+    for code in (0, 1):  # send, poll
+        sel = paired & (f[cur] == code)
         lat = t[cur[sel]] - t[prev[sel]]
         bins = np.maximum(np.searchsorted(_EDGES, lat, side="right") - 1, 0)
         out.append(np.bincount(bins, minlength=LAT_BINS).tolist())
