@@ -161,11 +161,13 @@ def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
     cache: set = set()
     cached_max = 0  # the largest set size in the cache
     entry = nxt[HEAD]
-    iters = 0
+    tick = 1024  # the clock is read every 1024 iterations
     while True:
-        iters += 1
-        if iters & 1023 == 0 and time.monotonic() > deadline:
-            return UNKNOWN
+        tick -= 1
+        if not tick:
+            if time.monotonic() > deadline:
+                return UNKNOWN
+            tick = 1024
         if entry < n:  # a call
             new_state = step(state, entry)
             if new_state is not NOT_LEGAL:

@@ -87,63 +87,61 @@ def _log_compile(ops: Sequence[Operation]) -> Kernel:
     has a rank of its own they are exactly the appends ranked below the count: the state is just the count, and
     a read is legal once the count is past the rank of the first-ranked append of each pair it read."""
     n = len(ops)
-    appends: list[int] = []
-    reads: list[int] = []
-    offsets: dict[Any, list[int]] = {}
+    appends: list[tuple] = []  # (offset, position, pair id)
+    reads: list[tuple] = []  # (position, pairs)
     key = keys = None
     for i, op in enumerate(ops):
         inp = op.input
         if inp[0] == "append":
-            appends.append(i)
-            if inp[1] != key:  # (one key, mostly: one list)
-                key = inp[1]
-                keys = offsets.get(key)
+            appends.append((op.output, i, inp[3]))
+            if inp[1] != key:
                 if keys is None:
-                    keys = offsets[key] = []
-            keys.append(op.output)
+                    key, keys = inp[1], 1
+                else:
+                    keys = 2  # (several keys: ranks per key, the bits kernel)
+                    key = inp[1]
         else:
-            reads.append(i)
-    rank: dict[Any, dict[int, int]] = {}
-    shared = False  # some appends share a rank (equal offsets)
-    for k, offs in offsets.items():
-        r: dict[int, int] = {}
-        for i, o in enumerate(sorted(offs)):
-            r.setdefault(o, i)
-        rank[k] = r
-        shared = shared or len(r) != len(offs)
+            reads.append((i, op.output))
+    if keys == 2 or len({a[0] for a in appends}) != len(appends):
+        return _log_bits_kernel(ops)
+    appends.sort()  # by offset (all distinct): by rank
     ranks = [-1] * n  # -1: a read
-    if len(rank) <= 1 and not shared:
-        first: dict[Any, int] = {}  # pair id -> lowest rank of an append of it
-        if rank:
-            (r,) = rank.values()
-            for i in appends:
-                op = ops[i]
-                ri = ranks[i] = r[op.output]
-                pid = op.input[3]
-                if ri < first.get(pid, n):
-                    first[pid] = ri
-        past = [0] * n  # a read's rank to be past; n: a pair nobody appended, never legal
-        for i in reads:
-            t = -1
-            for _off, _v, pid in ops[i].output:
-                ri = first.get(pid, n)
-                if ri > t:
-                    t = ri
-            past[i] = t
+    first: dict[Any, int] = {}  # pair id -> lowest rank of an append of it
+    for r, (_off, i, pid) in enumerate(appends):
+        ranks[i] = r
+        if pid not in first:
+            first[pid] = r
+    past = [0] * n  # a read's rank to be past; n: a pair nobody appended, never legal
+    for i, pairs in reads:
+        t = -1
+        try:
+            for _off, _v, pid in pairs:
+                r = first[pid]
+                if r > t:
+                    t = r
+        except KeyError:
+            t = n
+        past[i] = t
 
-        def count_step(count: int, i: int) -> Any:
-            r = ranks[i]
-            if r < 0:
-                return count if count > past[i] else NOT_LEGAL
-            return count + 1 if r == count else NOT_LEGAL
+    def step(count: int, i: int) -> Any:
+        r = ranks[i]
+        if r < 0:
+            return count if count > past[i] else NOT_LEGAL
+        return count + 1 if r == count else NOT_LEGAL
 
-        return Kernel(0, count_step, state_of_set=True)
+    return Kernel(0, step, state_of_set=True)
 
+
+def _log_bits_kernel(ops: Sequence[Operation]) -> Kernel:
+    """The general case: state ``(count, bits of the pairs appended)``."""
+    n = len(ops)
+    ranked = rank_appends(list(ops))
+    ranks = [-1] * n  # -1: a read
     bits = [0] * n
-    for i, op in enumerate(ops):
+    for i, op in enumerate(ranked):
         inp = op.input
         if inp[0] == "append":
-            ranks[i] = rank[inp[1]][op.output]
+            ranks[i] = inp[4]
             bits[i] = 1 << inp[3]
         else:
             need = 0
