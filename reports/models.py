@@ -45,7 +45,11 @@ def _log_step(state: tuple[int, int], inp: tuple, out: Any) -> tuple[bool, Any]:
 def _by_key(ops: list[Operation]) -> list[tuple[Any, list[Operation]]]:
     parts: dict[Any, list[Operation]] = {}
     for op in ops:
-        parts.setdefault(op.input[1], []).append(op)
+        k = op.input[1]
+        try:
+            parts[k].append(op)
+        except KeyError:
+            parts[k] = [op]
     return sorted(parts.items(), key=lambda kv: str(kv[0]))
 
 
@@ -370,9 +374,13 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
                         prs = groups[tab] = []
                 off = r["offset"]
                 v = r["value"]
-                e = by_off.get(off)
-                if e is not None and (e[0] is v or e[0] == v):
-                    prs.append((off, v, e[1]))
+                try:
+                    w, pid = by_off[off]
+                except KeyError:
+                    prs.append((off, v, tab.read_pid(off, v, t)))
+                    continue
+                if w is v or w == v:
+                    prs.append((off, v, pid))
                 else:
                     prs.append((off, v, tab.read_pid(off, v, t)))
             if groups is None:
