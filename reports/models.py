@@ -334,16 +334,16 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
     calls: dict[int, int] = {}
     out: list[Operation] = []
     info_sends: list[tuple] = []
-    reads: list[Operation] = []
-    last_ret = None
+    last_ret = -INF
     rets_sorted = True  # the reads' returns never go backwards (as the contract's times do not)
     for op in ops:
         typ = op["type"]
         if typ == "invoke":
             calls[op["process"]] = op["time_ns"]
             continue
+        t = op["time_ns"]
         p = op["process"]
-        call = calls.pop(p, op["time_ns"])
+        call = calls.pop(p, t)
         f = op["f"]
         if f == "poll":
             if typ != "ok":
@@ -351,8 +351,7 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
             recs = op["value"]["records"]
             if not recs:
                 continue
-            t = op["time_ns"]
-            if last_ret is not None and t < last_ret:
+            if t < last_ret:
                 rets_sorted = False
             last_ret = t
             # Records come grouped by partition, and mostly from one.
@@ -384,14 +383,10 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
                 else:
                     prs.append((off, v, tab.read_pid(off, v, t)))
             if groups is None:
-                o = _new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"]))
-                out.append(o)
-                reads.append(o)
+                out.append(_new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"])))
             else:
                 for tab, prs in groups.items():
-                    o = _new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"]))
-                    out.append(o)
-                    reads.append(o)
+                    out.append(_new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"])))
         elif f == "send":
             if typ == "fail":
                 continue
@@ -401,7 +396,7 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
                 tab = tables.get(tp) or table(tp)
                 v = r["value"]
                 off = r.get("offset")
-                if typ == "ok" and off is not None:
+                if off is not None and typ == "ok":
                     tab.sent.add(v)
                     by_off = tab.by_off
                     if off in by_off:
@@ -409,8 +404,7 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
                     else:  # a new pair, as usual
                         pid = len(by_off) + len(tab.more)
                         by_off[off] = (v, pid)
-                    inp = ("append", tab.key, v, pid)
-                    out.append(_new(Operation, (p, inp, off, call, op["time_ns"], op["index"])))
+                    out.append(_new(Operation, (p, ("append", tab.key, v, pid), off, call, t, op["index"])))
                 else:
                     info_sends.append((p, tab, v, off, call, op["index"]))
     if info_sends:
@@ -423,6 +417,7 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
             def hit_of(tab: _Pairs, v: Any) -> tuple | None:
                 return tab.first_read.get(v)
         else:
+            reads = [o for o in out if o.input[0] == "read"]
             seen = _seen_by_reads(reads, {(s[1].key, s[2]) for s in info_sends})
 
             def hit_of(tab: _Pairs, v: Any) -> tuple | None:
