@@ -12,7 +12,12 @@
 3. One partition with about ``--lin-ops`` log operations from 10 concurrent processes (as in bench_checkers.py):
    extraction and check, and the check of the committed-offsets register of the same run.
 
-Run it from another checkout (``git worktree add /tmp/base HEAD~n``) for before/after figures in one session.
+GC is off while timing (as in the Spark job, reports.spark_job._gc_paused); ``--gc`` leaves it on.
+
+Before/after in one session: copy this script into a checkout of the older revision and run both, e.g.
+
+    git worktree add --detach /tmp/lin-base fc54f7a && cp benchmarks/bench_linearizability.py /tmp/lin-base/benchmarks/
+    /work/venv/bin/python /tmp/lin-base/benchmarks/bench_linearizability.py; /work/venv/bin/python benchmarks/bench_linearizability.py
 """
 
 from __future__ import annotations
@@ -90,8 +95,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--lin-ops", type=int, default=10_000)
     ap.add_argument("--no-parts", action="store_true", help="skip the Spark-style per-part figures")
+    ap.add_argument("--gc", action="store_true", help="leave the garbage collector on while timing")
     args = ap.parse_args()
-    gc.disable()  # as the Spark job runs it (reports.spark_job._gc_paused)
+    if not args.gc:
+        gc.disable()  # as the Spark job runs it (reports.spark_job._gc_paused)
 
     runs = [synth.generate(f"r{i}", seed=i, n_ops=10_000, processes=10, partitions=10).ops
             for i in range(1, args.runs + 1)]
