@@ -155,7 +155,8 @@ def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
     # are entered, gives the same search. And it can only meet one of its own size: while it is past the
     # largest size cached (at first, with nothing cached, always), it need not look, nor keep the set, which
     # is the stack's calls anyway; the set is brought up to date from the stack when it is needed.
-    calls: list[tuple[int, Any]] = []  # (call event = op, state before)
+    calls: list[int] = []  # the stack: call events (= ops) linearized, in order
+    befores: list[Any] = []  # and the state before each
     linearized = 0  # the ops of calls[:known]
     known = 0
     cache: set = set()
@@ -174,7 +175,7 @@ def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
                 if cached_max and len(calls) < cached_max:
                     depth = len(calls)
                     while known < depth:
-                        linearized |= 1 << calls[known][0]
+                        linearized |= 1 << calls[known]
                         known += 1
                     new_lin = linearized | (1 << entry)
                     if (new_lin if by_set else (new_lin, new_state)) in cache:
@@ -182,7 +183,8 @@ def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
                         continue
                     linearized = new_lin
                     known = depth + 1
-                calls.append((entry, state))
+                calls.append(entry)
+                befores.append(state)
                 state = new_state
                 # lift the call and its return out of the list
                 a, b = prv[entry], nxt[entry]
@@ -202,12 +204,13 @@ def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
                 return ILLEGAL
             depth = len(calls)
             while known < depth:
-                linearized |= 1 << calls[known][0]
+                linearized |= 1 << calls[known]
                 known += 1
             cache.add(linearized if by_set else (linearized, state))  # explored: every way on from it failed
             if depth > cached_max:
                 cached_max = depth
-            entry, state = calls.pop()
+            entry = calls.pop()
+            state = befores.pop()
             linearized ^= 1 << entry
             known = depth - 1
             # unlift: return first, then call
