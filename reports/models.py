@@ -240,11 +240,11 @@ def offset_operations(ops: Sequence[dict]) -> list[Operation]:
     out: list[Operation] = []
     info: list[tuple[int, tuple, Any]] = []  # (position in out, entry, offset) of info commits
     for op in ops:
+        p = op["process"]
         f = op["f"]
         if f == "commit" or f == "fetch_offsets":
             typ = op["type"]
             if typ != "invoke" and typ != "fail" and (f == "commit" or typ == "ok"):
-                p = op["process"]
                 prev = last.get(p)
                 t = op["time_ns"]
                 call = prev["time_ns"] if prev is not None and prev["type"] == "invoke" else t
@@ -273,7 +273,7 @@ def offset_operations(ops: Sequence[dict]) -> list[Operation]:
                             e = tab[k] = (gk, ("fetch", gk), set())
                         e[2].add(o)
                         out.append(_new(Operation, (p, e[1], o, call, t, ref)))
-        last[op["process"]] = op
+        last[p] = op
     drop = [j for j, e, o in info if o not in e[2]]
     for j in reversed(drop):
         del out[j]
