@@ -584,11 +584,10 @@ class _Columns:
                 case["op"] = self.ref(pos[r])
                 found[back].append(((k, int(pos[r]), r), case))
 
-    def _poll_cases(self, found: dict) -> None:
-        """poll-skip / nonmonotonic-poll across a process's polls; int-* inside one poll."""
-        perm, starts = _groups(self.p_seg, self.p_key, self.n_keys)
-        kv, key, pos, proc = self.p_kv[perm], self.p_key[perm], self.p_pos[perm], self.p_proc[perm]
-        self._inner(found, kv, key, pos, starts, "int-poll-skip", "int-nonmonotonic-poll")
+    def _across(self, found: dict, kv: np.ndarray, key: np.ndarray, pos: np.ndarray, proc: np.ndarray,
+                starts: np.ndarray, bad: Callable[[np.ndarray], np.ndarray], name: Callable[[int], str]) -> None:
+        """One process's successive groups of a key: the last value of one against the first of the next, in
+        the version order; ``bad(deltas)`` flags the pairs that are cases, ``name(delta)`` says which anomaly."""
         if not len(starts):
             return
         ends = np.append(starts[1:], len(kv)) - 1
@@ -597,7 +596,7 @@ class _Columns:
         i1 = self.bv[kv[ends[prev]]]
         i2 = self.bv[kv[starts[cur]]]
         d = i2 - i1
-        for j in np.flatnonzero((i1 >= 0) & (i2 >= 0) & (d != 1)).tolist():
+        for j in np.flatnonzero((i1 >= 0) & (i2 >= 0) & bad(d)).tolist():
             p, c = int(prev[j]), int(cur[j])
             k, dd = int(g_key[c]), int(d[j])
             a, b = int(kv[ends[p]]), int(kv[starts[c]])
@@ -605,31 +604,25 @@ class _Columns:
             if dd > 1:
                 case["skipped"] = self.skipped(k, int(i1[j]), dd)
             case["ops"] = [self.ref(g_pos[p]), self.ref(g_pos[c])]
-            found["poll-skip" if dd > 1 else "nonmonotonic-poll"].append(((k, int(g_pos[c])), case))
+            found[name(dd)].append(((k, int(g_pos[c])), case))
+
+    def _poll_cases(self, found: dict) -> None:
+        """poll-skip / nonmonotonic-poll across a process's polls; int-* inside one poll."""
+        perm, starts = _groups(self.p_seg, self.p_key, self.n_keys)
+        kv, key, pos, proc = self.p_kv[perm], self.p_key[perm], self.p_pos[perm], self.p_proc[perm]
+        self._inner(found, kv, key, pos, starts, "int-poll-skip", "int-nonmonotonic-poll")
+        self._across(found, kv, key, pos, proc, starts, lambda d: d != 1,
+                     lambda d: "poll-skip" if d > 1 else "nonmonotonic-poll")
 
     def _send_cases(self, found: dict) -> None:
         """nonmonotonic-send across a process's sends; int-* inside one batch. Failed sends took no place."""
         live = np.flatnonzero(self.s_typ != _FAIL)
-        seg, key = self.s_seg[live], self.s_key[live]
-        perm, starts = _groups(seg, key, self.n_keys)
+        perm, starts = _groups(self.s_seg[live], self.s_key[live], self.n_keys)
         rows = live[perm]
         kv, key, pos, proc = self.s_kv[rows], self.s_key[rows], self.s_pos[rows], self.s_proc[rows]
         self._inner(found, kv, key, pos, starts, "int-send-skip", "int-nonmonotonic-send")
-        if not len(starts):
-            return
-        ends = np.append(starts[1:], len(kv)) - 1
-        g_key, g_pos = key[starts], pos[starts]
-        prev, cur = self._successions(proc[starts], g_key, g_pos)
-        i1 = self.bv[kv[ends[prev]]]
-        i2 = self.bv[kv[starts[cur]]]
-        d = i2 - i1
-        for j in np.flatnonzero((i1 >= 0) & (i2 >= 0) & (d < 1)).tolist():
-            p, c = int(prev[j]), int(cur[j])
-            k = int(g_key[c])
-            a, b = int(kv[ends[p]]), int(kv[starts[c]])
-            found["nonmonotonic-send"].append(((k, int(g_pos[c])), {
-                "key": self.key_name[k], "values": [self.val(a), self.val(b)], "delta": int(d[j]),
-                "ops": [self.ref(g_pos[p]), self.ref(g_pos[c])]}))
+        # a later send landing anywhere before an earlier one (or at it) is a case; gaps are other producers'
+        self._across(found, kv, key, pos, proc, starts, lambda d: d < 1, lambda d: "nonmonotonic-send")
 
 
 def _op_ref(ops: Sequence[dict], pos: int | None) -> dict | None:
