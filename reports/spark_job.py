@@ -158,11 +158,11 @@ def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float
 
 def _read_local(uri: str) -> bytes:
     """The bytes of a ``file:`` URI as Spark lists it (percent-encoded), read on this executor."""
-    from urllib.parse import unquote, urlparse
-    from urllib.request import url2pathname
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname  # decodes the percent-escapes, once
 
     try:
-        with open(url2pathname(unquote(urlparse(uri).path)), "rb") as fh:
+        with open(url2pathname(urlparse(uri).path), "rb") as fh:
             return fh.read()
     except OSError as e:
         raise HistoryError(f"unreadable: {e.strerror or e}", path=uri) from None

@@ -4,6 +4,7 @@ reads the file: path itself, and an error row (not a crash) for a file that cann
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -18,12 +19,12 @@ def test_rows_are_the_same_from_shipped_bytes_and_from_the_path(tmp_path):
         h = synth.generate(f"p{i}", seed=i, n_ops=1500, processes=4, partitions=3)
         if i == 1:
             h = synth.with_anomaly(h, "lost-write")
-        d = os.path.join(tmp_path, "with space")
+        d = os.path.join(tmp_path, "with space%41")  # decoded once: "%41" must stay, not become "A"
         os.makedirs(d, exist_ok=True)
         p = os.path.join(d, f"r{i}.jsonl")
         write_jsonl(h, p)
         paths.append(p)
-    uris = ["file:" + p.replace(" ", "%20") for p in paths]  # as Spark lists local files
+    uris = ["file:" + quote(p) for p in paths]  # percent-encoded, as Spark lists local files
     shipped = pd.DataFrame({"path": uris, "content": [open(p, "rb").read() for p in paths]})
     by_path = pd.DataFrame({"path": uris})
     (a,) = process_files(iter([shipped]))
