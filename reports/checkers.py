@@ -298,9 +298,7 @@ class _Columns:
         self.p_seg = np.repeat(np.arange(len(pseg)), [s[2] for s in pseg]) if pseg else np.zeros(0, np.int64)
         self.s_kv, self.s_key, self.s_pos = kv[n_p:], k_codes[n_p:], s_pos
         self.s_seg = np.repeat(np.arange(len(sseg)), [s[3] for s in sseg]) if sseg else np.zeros(0, np.int64)
-        self.s_typ = self.s_seg.copy()
-        if sseg:
-            self.s_typ = np.array([_SEND_TYPES[s[2]] for s in sseg], dtype=np.int8)[self.s_seg]
+        self.s_typ = np.array([_SEND_TYPES[s[2]] for s in sseg], dtype=np.int8)[self.s_seg]
         has_off = np.array(soff, dtype=object) != None  # noqa: E711 - elementwise, not identity
         self.s_has_off = has_off
         self.s_off = np.zeros(n_s, dtype=np.int64)

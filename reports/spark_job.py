@@ -340,9 +340,10 @@ def run_job(
         # Local files (file: URIs, which every executor of a local or single-machine cluster can open, as Spark's
         # own reader assumes) are read by the Python executors themselves: 1,000 files of 2.5 MB took 29 s on
         # local[2] to ship as Arrow content and 5 s as paths. Any other file system keeps Spark's reader.
-        local = listing.filter(~F.col("path").startswith("file:")).limit(1).count() == 0
-        files = listing.select("path") if local else listing.select("path", "content")
-        n_files = files.count()
+        counts = listing.agg(F.count("*").alias("n"),
+                             F.count(F.when(~F.col("path").startswith("file:"), 1)).alias("remote")).first()
+        n_files = counts["n"]
+        files = listing.select("path") if counts["remote"] == 0 else listing.select("path", "content")
         if n_files == 0:
             raise HistoryError(f"no history files (.jsonl, .jsonl.gz, .parquet) at {histories}")
         prog.say(f"{n_files} history files")
