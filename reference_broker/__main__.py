@@ -1,7 +1,14 @@
-"""Command line: ``python -m reference_broker serve --listen 127.0.0.1:9092 (--data-dir DIR | --memory)``.
+"""Command line of the reference cluster.
 
-Prints ``READY host:port`` on stdout once listening (port 0 picks a free port), so launchers and tests know
-when and where to connect. Exits 2 with a one-line reason for bad arguments, a taken port or an unusable data dir.
+- ``python -m reference_broker serve --listen 127.0.0.1:9092 (--data-dir DIR | --memory)``: one broker (with its
+  own controller in the same process unless ``--controller HOST:PORT`` names the cluster's);
+- ``python -m reference_broker controller --listen HOST:PORT (--data-dir DIR | --memory)``: a cluster's controller;
+- ``python -m reference_broker cluster --brokers 3 (--data-dir DIR | --memory)``: a whole cluster, one OS process
+  per node, controlled by ``ctl`` (kill -9, pause, resume, restart node k).
+
+Each process prints ``READY host:port`` on stdout once it serves (port 0 picks a free port), so launchers and tests
+know when and where to connect. Exits 2 with a one-line reason for bad arguments, a taken port, an unusable data
+dir or a node that cannot join.
 """
 from __future__ import annotations
 
@@ -12,10 +19,12 @@ import signal
 import sys
 from pathlib import Path
 
-from .broker import Broker, DataDirError
+from .clock import Clock, make_rng
 from .config import BrokerConfig, ConfigError
+from .controller.service import ControllerService
 from .faults import FaultError, Faults
-from .server import Server
+from .log.file import LogDirError
+from .node import BrokerNode, DataDirError, NodeStartError
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -45,35 +54,95 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=None, help="seed for the broker's RNG (ids)")
     s.add_argument("--fault", action="append", default=[], metavar="NAME",
                    help="TEST ONLY: break a Kafka rule on purpose (see reference_broker/faults.py)")
+    s.add_argument("--controller", type=_listen, default=None, metavar="HOST:PORT",
+                   help="the cluster's controller; without it the broker runs its own (combined mode)")
+    s.add_argument("--ready-timeout", type=float, default=60.0, help="seconds to wait to be unfenced")
     s.add_argument("--log-level", default="WARNING")
+
+    c = sub.add_parser("controller", help="run the controller of a cluster (the metadata log's writer)")
+    c.add_argument("--listen", type=_listen, default=("127.0.0.1", 9093), metavar="HOST:PORT")
+    cstore = c.add_mutually_exclusive_group(required=True)
+    cstore.add_argument("--data-dir", type=Path, help="durable metadata log directory")
+    cstore.add_argument("--memory", action="store_true", help="keep the metadata log in memory")
+    c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--seed", type=int, default=None)
+    c.add_argument("--fault", action="append", default=[], metavar="NAME")
+    c.add_argument("--log-level", default="WARNING")
+
+    from .cluster import add_cluster_arguments
+    add_cluster_arguments(sub)
     return ap
 
 
 async def serve(args: argparse.Namespace) -> int:
+    """One broker. Without --controller it runs its own controller in the same process (KRaft combined mode)."""
     cfg = BrokerConfig.from_pairs(args.config)
     if args.broker_id is not None:
         cfg.set("node.id", args.broker_id)
-    broker = Broker(cfg, None if args.memory else args.data_dir, seed=args.seed, faults=Faults(args.fault))
-    server = Server(broker)
+    faults = Faults(args.fault)
+    data_dir = None if args.memory else args.data_dir
+    clock = Clock()
+    controller = None
     host, port = args.listen
+    if args.controller is None:
+        controller = ControllerService(cfg, data_dir, clock, make_rng(args.seed), faults)
+        caddr = (host, await controller.start(host, 0))
+    else:
+        caddr = args.controller
     try:
-        bound = await server.start(host, port)
+        node = BrokerNode(cfg, data_dir, controller=caddr, clock=clock, seed=args.seed, faults=faults)
+    except DataDirError:
+        if controller is not None:
+            await controller.stop()
+        raise
+    try:
+        bound = await node.start(host, port, ready_timeout=args.ready_timeout)
     except OSError as e:
         print(f"reference_broker: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
-        broker.close()
+        await _stop(node, controller)
         return 2
-    broker.host, broker.port = host, bound
-    flusher = asyncio.create_task(broker.flush_scheduler()) if broker.data_dir is not None else None
+    except NodeStartError as e:
+        print(f"reference_broker: {e}", file=sys.stderr)
+        await _stop(node, controller)
+        return 2
     print(f"READY {host}:{bound}", flush=True)
+    await _wait_for_signal()
+    if controller is None:
+        await node.controlled_shutdown()
+    await _stop(node, controller)
+    return 0
+
+
+async def _stop(node, controller) -> None:
+    await node.stop()
+    if controller is not None:
+        await controller.stop()
+
+
+async def _wait_for_signal() -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    if flusher is not None:
-        flusher.cancel()
-    await server.stop()
-    broker.close()
+
+
+async def run_controller(args: argparse.Namespace) -> int:
+    """The controller process of a cluster: prints READY host:port once it listens."""
+    cfg = BrokerConfig.from_pairs(args.config)
+    clock = Clock()
+    service = ControllerService(cfg, None if args.memory else args.data_dir, clock, make_rng(args.seed),
+                                Faults(args.fault))
+    host, port = args.listen
+    try:
+        bound = await service.start(host, port)
+    except OSError as e:
+        print(f"reference_broker: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
+        await service.stop()
+        return 2
+    print(f"READY {host}:{bound}", flush=True)
+    await _wait_for_signal()
+    await service.stop()
     return 0
 
 
@@ -81,8 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return asyncio.run(serve(args))
-    except (ConfigError, DataDirError, FaultError) as e:
+        if args.cmd == "cluster":
+            from .cluster import run_cluster_cli
+            return run_cluster_cli(args)
+        if args.cmd == "ctl":
+            from .cluster import run_ctl_cli
+            return run_ctl_cli(args)
+        return asyncio.run(serve(args) if args.cmd == "serve" else run_controller(args))
+    except (ConfigError, DataDirError, FaultError, LogDirError) as e:
         print(f"reference_broker: {e}", file=sys.stderr)
         return 2
 

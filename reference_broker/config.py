@@ -22,12 +22,28 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "fetch.max.bytes": (int, 57_671_680),
     "min.insync.replicas": (int, 1),
     "replica.lag.time.max.ms": (int, 30_000),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "replica.fetch.min.bytes": (int, 1),
+    "replica.fetch.max.bytes": (int, 1_048_576),
+    "replica.fetch.response.max.bytes": (int, 10_485_760),
+    "replica.fetch.backoff.ms": (int, 1_000),
+    "replica.socket.timeout.ms": (int, 30_000),
+    "broker.session.timeout.ms": (int, 9_000),
+    "broker.heartbeat.interval.ms": (int, 2_000),
+    "offsets.topic.replication.factor": (int, 3),
+    # Kafka's advertised.listeners, reduced to one PLAINTEXT HOST:PORT clients are told to connect to (a proxy,
+    # for fault injection); empty: the address the broker listens on.
+    "advertised.listeners": (str, ""),
+    # Reference-only: how this broker reaches other brokers for replication, "ID=HOST:PORT,..." (per-link proxies
+    # make "partition broker 1 from 2" one proxy switch); brokers not named use their registered address.
+    "replica.link.addresses": (str, ""),
     "unclean.leader.election.enable": (bool, False),
     "group.initial.rebalance.delay.ms": (int, 3_000),
     "group.min.session.timeout.ms": (int, 6_000),
     "group.max.session.timeout.ms": (int, 1_800_000),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.retention.minutes": (int, 10_080),
+    "offsets.commit.timeout.ms": (int, 5_000),
     "cluster.id": (str, "reference-cluster-0000"),
 }
 

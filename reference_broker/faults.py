@@ -20,6 +20,20 @@ FAULTS: dict[str, str] = {
     "produce.ignore_min_insync": "acks=all ignores min.insync.replicas (Kafka: NOT_ENOUGH_REPLICAS when the ISR is "
                                  "smaller, Partition.appendRecordsToLeader)",
     "list_offsets.latest_is_leo": "ListOffsets LATEST answers the log end offset instead of the high watermark",
+    # replication (ISR-HW suite)
+    "isr.hw_is_leader_leo": "the leader's HW is its own LEO, ignoring in-sync followers (Kafka: min LEO over the "
+                            "ISR, Partition.maybeIncrementLeaderHW) — breaks HW-MIN-LEO-ISR",
+    "isr.never_shrink": "a lagging follower is never removed from the ISR — breaks ISR-SHRINK-LAG",
+    "isr.shrink_early": "followers leave the ISR after a quarter of replica.lag.time.max.ms — breaks ISR-SHRINK-LAG",
+    "isr.never_expand": "a follower that caught up is never added back to the ISR — breaks ISR-EXPAND",
+    "isr.hw_ignores_min_isr": "the HW advances while the ISR is below min.insync.replicas (before KAFKA-15583)",
+    "produce.acks_all_ok_after_shrink": "an acks=all produce whose ISR shrank below min.insync.replicas after the "
+                                        "append answers NONE (Kafka: NOT_ENOUGH_REPLICAS_AFTER_APPEND or a "
+                                        "timeout) — breaks ACKS-ALL-AFTER-APPEND",
+    "replication.truncate_to_hw": "a follower that becomes leader first truncates its log to its own high "
+                                  "watermark (the pre-KIP-101 rule) — breaks HW-FAILOVER",
+    "replication.ignore_diverging_epoch": "followers ignore diverging_epoch and never truncate (Kafka: truncate by "
+                                          "leader epoch, KIP-101/KIP-320) — breaks TRUNCATE-BY-EPOCH",
 }
 
 

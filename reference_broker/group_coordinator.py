@@ -16,21 +16,27 @@ States (``ClassicGroupState``): Empty → PreparingRebalance → CompletingRebal
   unchanged. A request naming an instance id with another member id is FENCED_INSTANCE_ID.
 - Validation orders and codes follow GroupMetadataManager / ClassicGroup (Kafka 4): see each method.
 
-Threading rule: everything runs on the broker's event loop; timers are loop.call_later handles.
+Coordination follows the partitions of ``__consumer_offsets`` this broker leads (GroupMetadataManager's
+loadGroupsForPartition / removeGroupsForPartition): groups hashed to a led partition are loaded from it when the
+leadership arrives and dropped when it leaves; requests for any other group are NOT_COORDINATOR.
+
+Narrow inputs only: config, clock, RNG, fault switches and an OffsetStore ("append to / replay an offsets
+partition"); it never sees the broker. Threading rule: runs on the broker's event loop; timers come from the Clock.
 """
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka import errors as E
 
-from .offset_store import OffsetAndMetadata, OffsetStore
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .clock import Clock, Timer
+from .config import BrokerConfig
+from .faults import Faults
+from .offset_store import OffsetAndMetadata, OffsetStore, partition_for
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 
@@ -74,7 +80,7 @@ class Member:
     assignment: bytes = b""
     join_future: asyncio.Future | None = None
     sync_future: asyncio.Future | None = None
-    session_timer: asyncio.TimerHandle | None = None
+    session_timer: Timer | None = None
     is_new: bool = False
 
     @property
@@ -105,9 +111,9 @@ class ClassicGroup:
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}
         self.static_members: dict[str, str] = {}    # group.instance.id -> member id
-        self.pending_members: dict[str, asyncio.TimerHandle | None] = {}
+        self.pending_members: dict[str, Timer | None] = {}
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        self.join_timer: asyncio.TimerHandle | None = None
+        self.join_timer: Timer | None = None
         self.initial_delay_remaining_ms = 0
         self.new_member_added = False
         self.in_initial_delay = False
@@ -157,18 +163,57 @@ class ClassicGroup:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, clock: Clock, rng: random.Random, faults: Faults,
+                 store: OffsetStore) -> None:
+        self.config = config
+        self.clock = clock
+        self.rng = rng
+        self.faults = faults
         self.groups: dict[str, ClassicGroup] = {}
-        self.store = OffsetStore(broker)
-        if not broker.faults.on("offsets.forget_on_restart"):
-            self._load()
+        self.store = store
+        self.owned: set[int] = set()
+
+    # -- ownership (GroupMetadataManager.loadGroupsForPartition / removeGroupsForPartition) --------------------
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.store.n)
+
+    def owns(self, group_id: str) -> bool:
+        return self.partition_of(group_id) in self.owned
+
+    def load_partition(self, index: int) -> None:
+        """This broker became leader of offsets partition ``index``: its groups come back from the log."""
+        if index in self.owned:
+            return
+        self.owned.add(index)
+        if not self.faults.on("offsets.forget_on_restart"):
+            self._load(index)
+
+    def unload_partition(self, index: int) -> None:
+        """Leadership of offsets partition ``index`` moved away: its groups go (members rediscover the new
+        coordinator on NOT_COORDINATOR)."""
+        self.owned.discard(index)
+        for gid in [g for g in self.groups if self.partition_of(g) == index]:
+            g = self.groups.pop(gid)
+            for m in list(g.members.values()):
+                if m.session_timer is not None:
+                    m.session_timer.cancel()
+                for fut in (m.join_future, m.sync_future):
+                    if fut is not None and not fut.done():
+                        fut.set_result(JoinResult(E.NotCoordinatorError.errno) if fut is m.join_future
+                                       else (E.NotCoordinatorError.errno, b""))
+            for t in g.pending_members.values():
+                if t is not None:
+                    t.cancel()
+            if g.join_timer is not None:
+                g.join_timer.cancel()
 
     # -- loading ----------------------------------------------------------------------------------------------
 
-    def _load(self) -> None:
-        """Replay __consumer_offsets: offsets and generations come back; members do not (they rejoin)."""
-        for key, value in self.store.replay():
+    def _load(self, index: int) -> None:
+        """Replay one __consumer_offsets partition: offsets and generations come back; members do not (they
+        rejoin)."""
+        for key, value in self.store.replay(index):
             gid = key.get("group")
             if key.get("type") == "group":
                 if value is None:
@@ -190,8 +235,8 @@ class GroupCoordinator:
 
     # -- timers -----------------------------------------------------------------------------------------------
 
-    def _later(self, delay_ms: int, fn, *args) -> asyncio.TimerHandle:
-        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, fn, *args)
+    def _later(self, delay_ms: int, fn, *args) -> Timer:
+        return self.clock.call_later(max(delay_ms, 0) / 1000, fn, *args)
 
     def _schedule_session(self, g: ClassicGroup, m: Member) -> None:
         if m.session_timer is not None:
@@ -212,7 +257,7 @@ class GroupCoordinator:
 
     def _new_member_id(self, client_id: str, instance_id: str | None = None) -> str:
         """ClassicGroup.generateMemberId: the instance id (static) or client id, then a UUID."""
-        return f"{instance_id or client_id}-{uuid.UUID(int=self.broker.rng.getrandbits(128))}"
+        return f"{instance_id or client_id}-{uuid.UUID(int=self.rng.getrandbits(128))}"
 
     def _add_member(self, g: ClassicGroup, m: Member) -> None:
         if not g.members:
@@ -255,7 +300,7 @@ class GroupCoordinator:
         g.state = PREPARING
         g.new_member_added = False
         if was_empty:
-            delay = self.broker.config["group.initial.rebalance.delay.ms"]
+            delay = self.config["group.initial.rebalance.delay.ms"]
             timeout = g.rebalance_timeout_ms()
             first = min(delay, timeout)
             g.in_initial_delay = True
@@ -268,7 +313,7 @@ class GroupCoordinator:
 
     def _on_initial_delay(self, g: ClassicGroup) -> None:
         """InitialDelayedJoin.onComplete: extend while members keep arriving and time remains."""
-        delay = self.broker.config["group.initial.rebalance.delay.ms"]
+        delay = self.config["group.initial.rebalance.delay.ms"]
         if g.new_member_added and g.initial_delay_remaining_ms > 0:
             g.new_member_added = False
             step = min(delay, g.initial_delay_remaining_ms)
@@ -338,12 +383,11 @@ class GroupCoordinator:
     async def join(self, version: int, group_id: str, member_id: str, instance_id: str | None,
                    client_id: str, client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
                    protocol_type: str, protocols: list[tuple[str, bytes]]) -> JoinResult:
-        cfg = self.broker.config
+        cfg = self.config
         if not group_id:
             return JoinResult(E.InvalidGroupIdError.errno, member_id=member_id)
         if not (cfg["group.min.session.timeout.ms"] <= session_timeout_ms <= cfg["group.max.session.timeout.ms"]):
             return JoinResult(E.InvalidSessionTimeoutError.errno, member_id=member_id)
-        self.store.ensure_topic()
         g = self.groups.get(group_id)
         if g is None:
             if member_id:
@@ -510,7 +554,7 @@ class GroupCoordinator:
         if generation_id != g.generation_id:
             return E.IllegalGenerationError.errno
         self._schedule_session(g, g.members[member_id])
-        if g.state == PREPARING and not self.broker.faults.on("group.no_rebalance_signal"):
+        if g.state == PREPARING and not self.faults.on("group.no_rebalance_signal"):
             return E.RebalanceInProgressError.errno
         return NONE
 
@@ -557,7 +601,6 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             if generation_id < 0:
-                self.store.ensure_topic()
                 g = self.groups[group_id] = ClassicGroup(group_id)   # a "simple" group: offsets only
                 return NONE, g
             return (GROUP_ID_NOT_FOUND if version >= 9 else E.IllegalGenerationError.errno), None
@@ -570,7 +613,7 @@ class GroupCoordinator:
                 g.validate_member(member_id, instance_id)
             except GroupError as e:
                 return e.code, g
-            if generation_id != g.generation_id and not self.broker.faults.on("offsets.accept_stale_generation"):
+            if generation_id != g.generation_id and not self.faults.on("offsets.accept_stale_generation"):
                 return E.IllegalGenerationError.errno, g
         elif g.state != EMPTY:
             return E.UnknownMemberIdError.errno, g
@@ -578,10 +621,14 @@ class GroupCoordinator:
             return E.RebalanceInProgressError.errno, g
         return NONE, g
 
-    def commit(self, g: ClassicGroup, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
-        if offsets:
-            self.store.write_offsets(g.group_id, offsets)
-            g.offsets.update(offsets)
+    def commit(self, g: ClassicGroup, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> tuple[int, int]:
+        """Append the commit to the group's offsets partition; returns (partition, offset the HW must reach for
+        the commit to be replicated). The cache is updated at once (the handler waits for replication)."""
+        if not offsets:
+            return -1, -1
+        end = self.store.write_offsets(g.group_id, offsets)
+        g.offsets.update(offsets)
+        return self.partition_of(g.group_id), end
 
     def fetch_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
         g = self.groups.get(group_id)

@@ -11,20 +11,28 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import NamedTuple, Protocol
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from .log import batch as B
-
-if TYPE_CHECKING:
-    from .broker import Broker
-
 log = logging.getLogger("reference_broker.offsets")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class OffsetsPartitions(Protocol):
+    """What the offset store needs from the broker: append a batch to / read an offsets partition it leads."""
+
+    def append(self, index: int, batch: bytes) -> int:
+        """Append as leader; returns the offset after the batch (the HW it must reach to be replicated);
+        raises RuntimeError when this broker does not lead the partition."""
+
+    def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        """Whole batches from ``offset`` and the log end offset."""
+
+    def log_start(self, index: int) -> int: ...
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -50,36 +58,22 @@ def partition_for(group_id: str, partitions: int) -> int:
 
 
 class OffsetStore:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.n = broker.config["offsets.topic.num.partitions"]
+    def __init__(self, partitions: OffsetsPartitions, num_partitions: int, now_ms: Callable[[], int]) -> None:
+        self.partitions = partitions
+        self.n = num_partitions
+        self.now_ms = now_ms
 
-    def ensure_topic(self) -> None:
-        """Create the internal topic on first use (Kafka creates it on the first FindCoordinator)."""
-        if OFFSETS_TOPIC not in self.broker.topics:
-            err, msg = self.broker.create_topic(OFFSETS_TOPIC, self.n, 1, {"cleanup.policy": "compact"},
-                                                internal=True)
-            if err:
-                raise RuntimeError(f"cannot create {OFFSETS_TOPIC}: {msg}")
-        self.n = len(self.broker.topics[OFFSETS_TOPIC].partitions)
-
-    def _write(self, group_id: str, entries: list[tuple[dict, dict | None]]) -> None:
-        self.ensure_topic()
-        p = self.broker.partition(OFFSETS_TOPIC, partition_for(group_id, self.n))
+    def _write(self, group_id: str, entries: list[tuple[dict, dict | None]]) -> int:
         b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                       producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-        now = self.broker.clock.wall_ms()
+        now = self.now_ms()
         for i, (key, value) in enumerate(entries):
             b.append(i, timestamp=now, key=json.dumps(key, sort_keys=True).encode(),
                      value=None if value is None else json.dumps(value).encode(), headers=[])
-        data = bytes(b.build())
-        res = p.append_as_leader(data, B.parse_header(data), now)
-        if res.error:
-            raise RuntimeError(f"append to {OFFSETS_TOPIC}-{p.index} failed with error {res.error}")
-        p.log.flush()
+        return self.partitions.append(partition_for(group_id, self.n), bytes(b.build()))
 
-    def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
-        self._write(group_id, [({"type": "offset", "group": group_id, "topic": t, "partition": p},
+    def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> int:
+        return self._write(group_id, [({"type": "offset", "group": group_id, "topic": t, "partition": p},
                                 {"offset": o.offset, "leader_epoch": o.leader_epoch, "metadata": o.metadata,
                                  "commit_timestamp": o.commit_timestamp})
                                for (t, p), o in offsets.items()])
@@ -101,26 +95,21 @@ class OffsetStore:
         entries.append(({"type": "group", "group": group_id}, None))
         self._write(group_id, entries)
 
-    def replay(self) -> Iterator[tuple[dict, dict | None]]:
-        """Every (key, value) ever written, in log order per partition (a tombstone has value None)."""
-        t = self.broker.topics.get(OFFSETS_TOPIC)
-        if t is None:
-            return
-        for p in t.partitions:
-            offset = p.log.log_start_offset
-            while offset < p.log.log_end_offset:
-                res = p.log.read(offset, 1 << 20, p.log.log_end_offset, True)
-                if not res.data:
-                    break
-                records = MemoryRecords(res.data)
-                while (batch := records.next_batch()) is not None:
-                    for rec in batch:
-                        offset = rec.offset + 1
-                        try:
-                            key = json.loads(rec.key)
-                            value = None if rec.value is None else json.loads(rec.value)
-                        except ValueError:
-                            log.warning("%s-%d offset %d: unreadable record skipped", OFFSETS_TOPIC, p.index,
-                                        rec.offset)
-                            continue
-                        yield key, value
+    def replay(self, index: int) -> Iterator[tuple[dict, dict | None]]:
+        """Every (key, value) written to offsets partition ``index``, in log order (a tombstone has value None)."""
+        offset = self.partitions.log_start(index)
+        while True:
+            data, end = self.partitions.read(index, offset, 1 << 20)
+            if offset >= end or not data:
+                return
+            records = MemoryRecords(data)
+            while (batch := records.next_batch()) is not None:
+                for rec in batch:
+                    offset = rec.offset + 1
+                    try:
+                        key = json.loads(rec.key)
+                        value = None if rec.value is None else json.loads(rec.value)
+                    except ValueError:
+                        log.warning("%s-%d offset %d: unreadable record skipped", OFFSETS_TOPIC, index, rec.offset)
+                        continue
+                    yield key, value

@@ -1,30 +1,109 @@
-"""DelayedFetch: fetches parked until enough bytes are readable, an error appears, or max_wait passes.
+"""Delayed operations: fetches parked until enough bytes are readable, produces parked until the HW passes them.
 
-Mirrors Apache Kafka's ``ReplicaManager.fetchMessages`` (answer at once or park) and ``DelayedFetch.tryComplete``
-(when a parked fetch completes early). A parked fetch watches each of its partitions; a partition calls
-``try_complete`` on its watchers when its readable end moves (high watermark for consumers, log end offset for
-followers) or when it goes away, so an append that makes bytes readable wakes the fetch at once — no polling.
-A fetch fires once and unregisters everywhere.
+Mirrors Apache Kafka's ``DelayedOperationPurgatory`` with ``DelayedFetch`` (``ReplicaManager.fetchMessages`` /
+``DelayedFetch.tryComplete``) and ``DelayedProduce`` (``Partition.checkEnoughReplicasReachOffset``). Operations
+are watched by topic-partition key, not by object identity, and tried in the order they were parked, so a
+deterministic simulator sees the same completions every run. A partition's change (append, HW move, ISR change,
+leadership change, deletion) calls :meth:`Purgatory.check` with its key — no polling. An operation fires once and
+unregisters everywhere. Partitions are looked up by key at completion time through the replica manager's lookup.
 
-Threading rule: everything here runs on the broker's event loop.
+Threading rule: everything here runs on the broker's event loop; timers come from the Clock.
 """
 from __future__ import annotations
 
 import asyncio
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import IntEnum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .partition import Partition
+from kafka import errors as E
+
+from .clock import Clock, Timer
+from .partition import FetchIsolation, Partition
+
+TP = tuple[str, int]
+Lookup = Callable[[str, int], "Partition | None"]
+
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 
 
-class FetchIsolation(IntEnum):
-    """How far a fetch may read (Kafka's FetchIsolation)."""
+class DelayedOperation:
+    """One parked request: ``try_complete`` decides, ``force_complete`` fires once and releases it."""
 
-    LOG_END = 0          # followers read to the LEO
-    HIGH_WATERMARK = 1   # consumers, read_uncommitted
-    TXN_COMMITTED = 2    # consumers, read_committed: the last stable offset
+    keys: list[TP]
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.completed = False
+        self.reason = ""
+        self._timer: Timer | None = None
+        self._purgatory: Purgatory | None = None
+        self.id = -1
+
+    def try_complete(self) -> bool:
+        raise NotImplementedError
+
+    def on_expiration(self) -> None:  # noqa: B027 - optional hook
+        """Called once when max_wait / timeout passes before completion."""
+
+    def force_complete(self, reason: str) -> bool:
+        if self.completed:
+            return True
+        self.completed = True
+        self.reason = reason
+        if self._purgatory is not None:
+            self._purgatory.unwatch(self)
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self.future.done():
+            self.future.set_result(reason)
+        return True
+
+    def _expire(self) -> None:
+        if not self.completed:
+            self.on_expiration()
+            self.force_complete("expired")
+
+
+class Purgatory:
+    """Watchers by topic-partition; insertion-ordered so completion order is deterministic."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._watchers: dict[TP, dict[int, DelayedOperation]] = {}
+        self._ids = itertools.count()
+
+    def __len__(self) -> int:
+        return len({op.id for ops in self._watchers.values() for op in ops.values()})
+
+    def unwatch(self, op: DelayedOperation) -> None:
+        for key in op.keys:
+            ops = self._watchers.get(key)
+            if ops is not None:
+                ops.pop(op.id, None)
+                if not ops:
+                    del self._watchers[key]
+
+    def check(self, key: TP) -> None:
+        """Try every operation watching ``key`` (Kafka's checkAndComplete)."""
+        ops = self._watchers.get(key)
+        if ops:
+            for op in list(ops.values()):
+                op.try_complete()
+
+    async def park(self, op: DelayedOperation, timeout_s: float) -> str:
+        """tryCompleteElseWatch, then wait until completed early or the timer expires."""
+        op.id = next(self._ids)
+        op._purgatory = self
+        for key in op.keys:
+            self._watchers.setdefault(key, {})[op.id] = op
+        # A change may have landed between the first attempt and the watch.
+        if not op.try_complete():
+            op._timer = self.clock.call_later(timeout_s, op._expire)
+        try:
+            return await op.future
+        finally:
+            op.force_complete("cancelled")
 
 
 @dataclass
@@ -33,7 +112,7 @@ class FetchPartitionStatus:
 
     topic: str
     partition_index: int
-    partition: Partition | None          # None: unknown to this broker
+    known: bool                           # False: unknown to this broker
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int = -1
@@ -41,17 +120,17 @@ class FetchPartitionStatus:
     topic_id: object = None               # uuid.UUID for Fetch v13+ (topics named by id)
 
 
-@dataclass(eq=False)  # identity hash: a fetch is watched in sets
-class DelayedFetch:
-    partitions: list[FetchPartitionStatus]
-    min_bytes: int
-    isolation: FetchIsolation
-    is_follower: bool
-    min_bytes_exclusive: bool = False     # test-only fault switch (faults.py)
-    future: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    completed: bool = False
-    reason: str = ""
-    _timer: asyncio.TimerHandle | None = None
+class DelayedFetch(DelayedOperation):
+    def __init__(self, partitions: list[FetchPartitionStatus], lookup: Lookup, min_bytes: int,
+                 isolation: FetchIsolation, is_follower: bool, min_bytes_exclusive: bool = False) -> None:
+        super().__init__()
+        self.partitions = partitions
+        self.lookup = lookup
+        self.min_bytes = min_bytes
+        self.isolation = isolation
+        self.is_follower = is_follower
+        self.min_bytes_exclusive = min_bytes_exclusive     # test-only fault switch (faults.py)
+        self.keys = [(st.topic, st.partition_index) for st in partitions if st.known]
 
     def try_complete(self) -> bool:
         """Kafka's DelayedFetch.tryComplete: complete when any case A–H holds, else keep waiting."""
@@ -59,7 +138,7 @@ class DelayedFetch:
             return True
         accumulated = 0
         for st in self.partitions:
-            p = st.partition
+            p = self.lookup(st.topic, st.partition_index) if st.known else None
             if p is None or p.deleted:
                 return self.force_complete("Case C: partition unknown or deleted")
             if not p.is_leader:
@@ -74,37 +153,60 @@ class DelayedFetch:
                 if p.log.log_start_offset > st.fetch_offset:
                     return self.force_complete("Case F: fetch offset no longer in the log")
                 accumulated += min(p.log.bytes_between(st.fetch_offset, end), st.partition_max_bytes)
-            if self.is_follower and st.last_fetched_epoch >= 0 and p.diverging_epoch(st) is not None:
+            if self.is_follower and p.diverging_epoch(st.fetch_offset, st.last_fetched_epoch) is not None:
                 return self.force_complete("Case H: diverging epoch")
         if accumulated > self.min_bytes or (accumulated == self.min_bytes and not self.min_bytes_exclusive):
             return self.force_complete(f"Case G: {accumulated} bytes >= min_bytes {self.min_bytes}")
         return False
 
-    def force_complete(self, reason: str) -> bool:
-        """Fire once: unregister from every partition, cancel the timer, release the parked request."""
+
+@dataclass
+class ProducePartitionStatus:
+    """An acks=all batch waiting for replication: done once the HW reaches ``required_offset``."""
+
+    topic: str
+    partition_index: int
+    required_offset: int
+    error: int = -1          # -1 while pending
+    message: str | None = field(default=None)
+
+
+class DelayedProduce(DelayedOperation):
+    """Kafka's DelayedProduce: complete when every partition's HW passed its batch, or it lost leadership; a
+    partition whose ISR is below min.insync.replicas when the HW passes gets NOT_ENOUGH_REPLICAS_AFTER_APPEND;
+    what is still pending at the request timeout gets REQUEST_TIMED_OUT."""
+
+    def __init__(self, statuses: list[ProducePartitionStatus], lookup: Lookup, ok_after_shrink: bool = False) -> None:
+        super().__init__()
+        self.statuses = statuses
+        self.lookup = lookup
+        self.ok_after_shrink = ok_after_shrink       # test-only fault switch produce.acks_all_ok_after_shrink
+        self.keys = [(s.topic, s.partition_index) for s in statuses]
+
+    def try_complete(self) -> bool:
         if self.completed:
             return True
-        self.completed = True
-        self.reason = reason
-        for st in self.partitions:
-            if st.partition is not None:
-                st.partition.watchers.discard(self)
-        if self._timer is not None:
-            self._timer.cancel()
-        if not self.future.done():
-            self.future.set_result(reason)
-        return True
+        for s in self.statuses:
+            if s.error >= 0:
+                continue
+            p = self.lookup(s.topic, s.partition_index)
+            if p is None or p.deleted:
+                s.error = E.UnknownTopicOrPartitionError.errno
+            elif not p.is_leader:
+                s.error = E.NotLeaderForPartitionError.errno
+            elif self.ok_after_shrink and len(p.isr) < p.min_isr:
+                s.error = 0
+            elif p.hw >= s.required_offset:
+                if len(p.maximal_isr) < p.min_isr:
+                    s.error = NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    s.message = f"ISR {p.maximal_isr} shrank below min.insync.replicas {p.min_isr} after the append"
+                else:
+                    s.error = 0
+        if all(s.error >= 0 for s in self.statuses):
+            return self.force_complete("all partitions done")
+        return False
 
-    async def park(self, max_wait_s: float) -> str:
-        """Watch every partition; wait until completed early or the max_wait timer expires (Kafka's onExpiration)."""
-        for st in self.partitions:
-            if st.partition is not None:
-                st.partition.watchers.add(self)
-        # tryCompleteElseWatch: a change may have landed between the first read and the watch.
-        if not self.try_complete():
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(max_wait_s, self.force_complete, "expired: max_wait reached")
-        try:
-            return await self.future
-        finally:
-            self.force_complete("cancelled")
+    def on_expiration(self) -> None:
+        for s in self.statuses:
+            if s.error < 0:
+                s.error = E.RequestTimedOutError.errno

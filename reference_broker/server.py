@@ -16,14 +16,11 @@ import io
 import logging
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka.protocol.api_header import RequestHeader
 
-from .registry import HANDLERS, CloseConnection, load_all
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .registry import BROKER, CloseConnection, Registry
 
 log = logging.getLogger("reference_broker.server")
 
@@ -40,7 +37,8 @@ class ProtocolViolation(Exception):
 class RequestContext:
     """What a handler knows about the request besides its body."""
 
-    broker: Broker
+    node: Any                 # the BrokerNode (broker handlers) or the ControllerService (controller handlers)
+    registry: Registry
     api_key: int
     api_version: int
     correlation_id: int
@@ -48,13 +46,20 @@ class RequestContext:
     peer: str
     received_at: float
 
+    @property
+    def broker(self) -> Any:
+        return self.node
+
 
 class Server:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    """Serves one registry's handlers for one node (a broker node or the controller) on one listener."""
+
+    def __init__(self, node: Any, registry: Registry = BROKER) -> None:
+        self.node = node
+        self.registry = registry
         self._server: asyncio.base_events.Server | None = None
-        self._conns: set[asyncio.StreamWriter] = set()
-        load_all()
+        self._conns: dict[asyncio.StreamWriter, None] = {}
+        registry.load_all()
 
     async def start(self, host: str, port: int) -> int:
         """Listen; return the bound port (``port`` 0 picks a free one)."""
@@ -72,8 +77,8 @@ class Server:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = writer.get_extra_info("peername")[:2]
         peer = f"{host}:{port}"
-        self._conns.add(writer)
-        max_size = self.broker.config["socket.request.max.bytes"]
+        self._conns[writer] = None
+        max_size = self.node.config["socket.request.max.bytes"]
         try:
             while True:
                 try:
@@ -101,20 +106,20 @@ class Server:
         except Exception:  # a handler bug: close this connection, keep serving everyone else
             log.exception("%s: internal error; closing connection", peer)
         finally:
-            self._conns.discard(writer)
+            self._conns.pop(writer, None)
             writer.close()
 
     async def _dispatch(self, payload: bytes, peer: str) -> bytes | None:
         if len(payload) < _REQ_PREFIX.size:
             raise ProtocolViolation(f"request of {len(payload)} bytes is shorter than a request header")
         api_key, api_version, correlation_id = _REQ_PREFIX.unpack_from(payload)
-        handler = HANDLERS.get(api_key)
+        handler = self.registry.handlers.get(api_key)
         if handler is None:
             raise ProtocolViolation(f"unknown API key {api_key}")
         if not handler.supports(api_version):
             if api_key == API_VERSIONS_KEY:
                 from .apis.api_versions import unsupported_version_response
-                return frame(correlation_id, unsupported_version_response(), 0, flexible=False)
+                return frame(correlation_id, unsupported_version_response(self.registry), 0, flexible=False)
             raise ProtocolViolation(
                 f"{handler.name} v{api_version} unsupported (served: v{handler.min_version}-v{handler.max_version})")
         flexible = handler.request_cls.flexible_version_q(api_version)
@@ -124,8 +129,8 @@ class Server:
             request = handler.request_cls.decode(memoryview(payload)[bio.tell():], version=api_version)
         except Exception as e:  # the codec raises many types on garbage
             raise ProtocolViolation(f"cannot decode {handler.name} v{api_version}: {type(e).__name__}: {e}") from None
-        ctx = RequestContext(self.broker, api_key, api_version, correlation_id, header.client_id, peer,
-                             self.broker.clock.monotonic())
+        ctx = RequestContext(self.node, self.registry, api_key, api_version, correlation_id, header.client_id, peer,
+                             self.node.clock.monotonic())
         response = await handler.fn(ctx, request)
         if response is None:  # e.g. Produce with acks=0
             return None

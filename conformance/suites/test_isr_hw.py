@@ -237,9 +237,9 @@ class Cluster:
 
 
 @pytest.fixture
-async def cluster(fresh_target: Target, evidence: Evidence) -> Any:
+async def cluster(replicated_target: Target, evidence: Evidence) -> Any:
     """A fresh replicated target (faults would hurt other checks) and a Wire to it; every fault undone after."""
-    c = Cluster(fresh_target, await Wire.connect(fresh_target.bootstrap, evidence=evidence))
+    c = Cluster(replicated_target, await Wire.connect(replicated_target.bootstrap, evidence=evidence))
     try:
         await c.start()
         yield c

@@ -15,6 +15,8 @@ VERSIONS = (0, 2)
 
 @handles(DeleteGroupsRequest, DeleteGroupsResponse, VERSIONS)
 async def handle(ctx, req):
-    results = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ctx.broker.groups.delete_group(g))
-               for g in req.groups_names]
+    results = []
+    for g in req.groups_names:
+        err = await ctx.broker.coordinator_error(g) or ctx.broker.groups.delete_group(g)
+        results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=err))
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)

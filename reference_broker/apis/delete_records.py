@@ -26,10 +26,9 @@ async def handle(ctx, req):
     for t in req.topics:
         parts = []
         for rp in t.partitions:
-            p = b.partition(t.name, rp.partition_index)
-            if p is None:
-                parts.append(PartResult(partition_index=rp.partition_index, low_watermark=-1,
-                                        error_code=E.UnknownTopicOrPartitionError.errno))
+            p, err = b.leader_partition(t.name, rp.partition_index)
+            if err:
+                parts.append(PartResult(partition_index=rp.partition_index, low_watermark=-1, error_code=err))
                 continue
             offset = p.hw if rp.offset == -1 else rp.offset
             if offset < 0 or offset > p.hw:

@@ -1,9 +1,7 @@
-"""DeleteTopics (key 20), v1–v6.
+"""DeleteTopics (key 20), v1–v6, on a broker: forwarded to the controller (controller/apis/delete_topics.py).
 
-Behavior:
-- Deletion is immediate; parked fetches on the topic complete at once with UNKNOWN_TOPIC_OR_PARTITION
-  (DelayedFetch Case C). Unknown names: UNKNOWN_TOPIC_OR_PARTITION; unknown ids (v6): UNKNOWN_TOPIC_ID.
-- ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED.
+Once the controller's remove_topic record is applied, every broker drops its replicas and parked fetches on the
+topic complete at once with UNKNOWN_TOPIC_OR_PARTITION (DelayedFetch Case C).
 """
 from __future__ import annotations
 
@@ -20,25 +18,11 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 
 @handles(DeleteTopicsRequest, DeleteTopicsResponse, VERSIONS)
 async def handle(ctx, req):
-    b = ctx.broker
-    if ctx.api_version >= 6:
-        wanted = [(t.name, t.topic_id) for t in req.topics]
-    else:
-        wanted = [(n, None) for n in req.topic_names]
-    results = []
-    for name, topic_id in wanted:
-        if name is None:
-            t = b.topics_by_id.get(topic_id)
-            if t is None:
-                results.append(Result(name=None, topic_id=topic_id, error_code=E.UnknownTopicIdError.errno,
-                                      error_message="unknown topic id"))
-                continue
-            name = t.name
-        t = b.topics.get(name)
-        tid = t.topic_id if t else topic_id
-        if not b.config["delete.topic.enable"]:
-            err = E.TopicDeletionDisabledError.errno
-        else:
-            err = b.delete_topic(name)
-        results.append(Result(name=name, topic_id=tid, error_code=err, error_message=None))
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    try:
+        return await ctx.broker.forward(req, ctx.api_version, timeout=max(req.timeout_ms, 0) / 1000 + 10)
+    except (OSError, TimeoutError, E.KafkaError) as e:
+        names = ([(t.name, t.topic_id) for t in req.topics] if ctx.api_version >= 6
+                 else [(n, None) for n in req.topic_names])
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=[Result(
+            name=n, topic_id=tid, error_code=E.RequestTimedOutError.errno,
+            error_message=f"controller unreachable: {e}") for n, tid in names])

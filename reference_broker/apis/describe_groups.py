@@ -21,6 +21,11 @@ Member = Group.DescribedGroupMember
 async def handle(ctx, req):
     out = []
     for gid in req.groups:
+        err = await ctx.broker.coordinator_error(gid)
+        if err:
+            out.append(Group(error_code=err, group_id=gid, group_state="", protocol_type="", protocol_data="",
+                             authorized_operations=None, members=[]))
+            continue
         d = ctx.broker.groups.describe(gid)
         out.append(Group(error_code=0, group_id=gid, group_state=d["state"], protocol_type=d["protocol_type"],
                          protocol_data=d["protocol"], authorized_operations=None,

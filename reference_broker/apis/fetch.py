@@ -14,8 +14,11 @@ Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``):
 - Fetch sessions (KIP-227) are not kept: every answer has session_id 0 (sessionless), which clients must accept;
   an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND (GAPS.md).
 - v13+ name topics by id (KIP-516): an unknown id is UNKNOWN_TOPIC_ID for its partitions. v15 moves the replica id
-  into ReplicaState (KIP-903). v16 node endpoints (KIP-951) are sent empty: there is never another leader to
-  point to on one broker.
+  into ReplicaState (KIP-903). v16 node endpoints (KIP-951) are sent empty (clients refresh metadata instead).
+- Only the leader serves reads (no KIP-392 follower fetching): elsewhere NOT_LEADER_OR_FOLLOWER.
+- Followers (replica_id >= 0) read to the LEO; their fetch offset is recorded as their LEO, which moves the HW and
+  the ISR (Partition.updateFollowerFetchState); v12+ answers diverging_epoch when their last fetched epoch does not
+  match the leader's log (KIP-320), completing a parked fetch at once (DelayedFetch Case H).
 - KIP-320 leader epoch checks: an older current_leader_epoch is FENCED_LEADER_EPOCH, a newer one
   UNKNOWN_LEADER_EPOCH.
 """
@@ -24,7 +27,8 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from ..purgatory import DelayedFetch, FetchIsolation, FetchPartitionStatus
+from ..partition import FetchIsolation
+from ..purgatory import FetchPartitionStatus
 from ..registry import handles
 
 API_KEY = 1
@@ -46,39 +50,55 @@ def _isolation(req, replica_id: int) -> FetchIsolation:
     return FetchIsolation.TXN_COMMITTED if req.isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
 
 
-def read_all(statuses: list[FetchPartitionStatus], max_bytes: int, isolation: FetchIsolation,
-             oor_as_empty: bool = False):
-    """ReplicaManager.readFromLocalLog: partitions in request order, shrinking byte budget, min-one until data."""
+def read_all(b, statuses: list[FetchPartitionStatus], max_bytes: int, isolation: FetchIsolation,
+             oor_as_empty: bool = False, replica_id: int = -1):
+    """ReplicaManager.readFromLocalLog: partitions in request order, shrinking byte budget, min-one until data.
+    A follower's read first records its fetch offset as its LEO (updateFollowerFetchState) and gets the diverging
+    epoch instead of records when its last fetched epoch disagrees with the leader's log (KIP-320)."""
     limit = max_bytes
     min_one = True
     out = []
     for st in statuses:
-        p = st.partition
+        p = b.partition(st.topic, st.partition_index) if st.known else None
         if p is None:
-            err = E.UnknownTopicIdError.errno if st.topic_id is not None else E.UnknownTopicOrPartitionError.errno
-            out.append((st, err, b"", -1, -1, -1))
+            if not st.known or b.image.partition(st.topic, st.partition_index) is None:
+                err = E.UnknownTopicIdError.errno if st.topic_id is not None else E.UnknownTopicOrPartitionError.errno
+            else:
+                err = E.NotLeaderForPartitionError.errno
+            out.append((st, err, b"", -1, -1, -1, None))
             continue
+        if replica_id >= 0 and p.is_leader and not p.check_leader_epoch(st.current_leader_epoch):
+            if replica_id in p.replicas and 0 <= st.fetch_offset <= p.log.log_end_offset:
+                b.replicas.record_follower_fetch(p, replica_id, st.fetch_offset)
+            div = p.diverging_epoch(st.fetch_offset, st.last_fetched_epoch)
+            if div is not None:
+                out.append((st, 0, b"", p.hw, p.hw, p.log.log_start_offset, div))
+                continue
         info = p.read(st.fetch_offset, min(st.partition_max_bytes, limit), isolation, min_one,
                       st.current_leader_epoch)
         if info.error == E.OffsetOutOfRangeError.errno and oor_as_empty:
-            out.append((st, 0, b"", p.hw, p.hw, p.log.log_start_offset))
+            out.append((st, 0, b"", p.hw, p.hw, p.log.log_start_offset, None))
             continue
         if info.error:
-            out.append((st, info.error, b"", -1, -1, -1))
+            out.append((st, info.error, b"", -1, -1, -1, None))
             continue
         if info.records:
             min_one = False
             limit = max(0, limit - len(info.records))
-        out.append((st, 0, info.records, info.high_watermark, info.last_stable_offset, info.log_start_offset))
+        out.append((st, 0, info.records, info.high_watermark, info.last_stable_offset, info.log_start_offset, None))
     return out
 
 
 def _response(reads, session_id: int = 0) -> FetchResponse:
     by_topic: dict[tuple, list] = {}
-    for st, err, records, hw, lso, lstart in reads:
+    for st, err, records, hw, lso, lstart, div in reads:
+        extra = {}
+        if div is not None:
+            extra["diverging_epoch"] = PartData.EpochEndOffset(epoch=div[0], end_offset=div[1])
         by_topic.setdefault((st.topic, st.topic_id), []).append(PartData(
             partition_index=st.partition_index, error_code=err, high_watermark=hw, last_stable_offset=lso,
-            log_start_offset=lstart, aborted_transactions=None, preferred_read_replica=-1, records=records))
+            log_start_offset=lstart, aborted_transactions=None, preferred_read_replica=-1, records=records,
+            **extra))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id,
                          responses=[TopicResp(topic=t, topic_id=tid, partitions=ps)
                                     for (t, tid), ps in by_topic.items()], node_endpoints=[])
@@ -102,19 +122,19 @@ async def handle(ctx, req):
         else:
             name, tid = t.topic, None
         for fp in t.partitions:
-            statuses.append(FetchPartitionStatus(name, fp.partition, b.partition(name, fp.partition) if name else None,
-                                                 fp.fetch_offset, fp.partition_max_bytes, fp.current_leader_epoch,
-                                                 fp.last_fetched_epoch, topic_id=tid))
+            known = bool(name) and b.image.partition(name, fp.partition) is not None
+            statuses.append(FetchPartitionStatus(name, fp.partition, known, fp.fetch_offset, fp.partition_max_bytes,
+                                                 fp.current_leader_epoch,
+                                                 fp.last_fetched_epoch if ctx.api_version >= 12 else -1,
+                                                 topic_id=tid))
     max_bytes = min(req.max_bytes, b.config["fetch.max.bytes"])
     oor = b.faults.on("fetch.oor_as_empty")
-    reads = read_all(statuses, max_bytes, isolation, oor)
+    reads = read_all(b, statuses, max_bytes, isolation, oor, replica_id)
     readable = sum(len(r[2]) for r in reads)
-    errored = any(r[1] for r in reads)
+    errored = any(r[1] or r[6] is not None for r in reads)
     faults = b.faults
     enough = readable > req.min_bytes if faults.on("fetch.min_bytes_exclusive") else readable >= req.min_bytes
     if req.max_wait_ms <= 0 or not statuses or enough or errored or faults.on("fetch.ignore_max_wait"):
         return _response(reads)
-    delayed = DelayedFetch(statuses, req.min_bytes, isolation, is_follower=replica_id >= 0,
-                           min_bytes_exclusive=faults.on("fetch.min_bytes_exclusive"))
-    await delayed.park(req.max_wait_ms / 1000)
-    return _response(read_all(statuses, max_bytes, isolation, oor))
+    await b.replicas.park_fetch(statuses, req.min_bytes, isolation, replica_id >= 0, req.max_wait_ms / 1000)
+    return _response(read_all(b, statuses, max_bytes, isolation, oor, replica_id))

@@ -1,8 +1,10 @@
 """FindCoordinator (key 10), v0–v4.
 
 Behavior:
-- Group keys (key_type 0) are coordinated by this broker (one broker; in a cluster the coordinator is the leader
-  of the offsets-topic partition for hash(group) % offsets.topic.num.partitions).
+- Group keys (key_type 0) are coordinated by the leader of the ``__consumer_offsets`` partition
+  abs(hash(group)) % offsets.topic.num.partitions (created on first use with offsets.topic.replication.factor,
+  capped at the live brokers); a leaderless partition is COORDINATOR_NOT_AVAILABLE. Coordination moves with
+  that partition's leadership.
 - Transaction keys (key_type 1) get COORDINATOR_NOT_AVAILABLE: transactions are not implemented (GAPS.md).
 - v4+ batch many keys (KIP-699).
 """
@@ -18,15 +20,19 @@ VERSIONS = (0, 4)
 GROUP, TRANSACTION = 0, 1
 
 
-def coordinator_for(b, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+async def coordinator_for(b, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port)."""
     if key_type != GROUP:
         return E.CoordinatorNotAvailableError.errno, "transactions are not supported", -1, "", -1
     if not key:
         return E.InvalidRequestError.errno, "empty group id", -1, "", -1
-    b.groups.store.ensure_topic()   # Kafka creates __consumer_offsets on the first lookup
-    node = b.brokers()[0]
-    return 0, None, node.node_id, node.host, node.port
+    if await b.ensure_offsets_topic():   # Kafka creates __consumer_offsets on the first lookup
+        return E.CoordinatorNotAvailableError.errno, "the offsets topic could not be created", -1, "", -1
+    st = b.coordinator_for(key)
+    node = b.image.brokers.get(st.leader) if st is not None else None
+    if node is None or node.fenced:
+        return E.CoordinatorNotAvailableError.errno, "the group's offsets partition has no leader", -1, "", -1
+    return 0, None, node.broker_id, node.host, node.port
 
 
 @handles(FindCoordinatorRequest, FindCoordinatorResponse, VERSIONS)
@@ -36,10 +42,10 @@ async def handle(ctx, req):
     if ctx.api_version >= 4:
         coords = []
         for key in req.coordinator_keys:
-            err, msg, node, host, port = coordinator_for(b, key, key_type)
+            err, msg, node, host, port = await coordinator_for(b, key, key_type)
             coords.append(FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port,
                                                               error_code=err, error_message=msg))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coords)
-    err, msg, node, host, port = coordinator_for(b, req.key, key_type)
+    err, msg, node, host, port = await coordinator_for(b, req.key, key_type)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host,
                                    port=port)

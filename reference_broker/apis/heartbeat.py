@@ -17,6 +17,9 @@ VERSIONS = (0, 4)
 
 @handles(HeartbeatRequest, HeartbeatResponse, VERSIONS)
 async def handle(ctx, req):
+    err = await ctx.broker.coordinator_error(req.group_id)
+    if err:
+        return HeartbeatResponse(throttle_time_ms=0, error_code=err)
     err = ctx.broker.groups.heartbeat(req.group_id, req.generation_id, req.member_id,
                                       req.group_instance_id if ctx.api_version >= 3 else None)
     return HeartbeatResponse(throttle_time_ms=0, error_code=err)

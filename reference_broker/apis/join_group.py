@@ -19,6 +19,11 @@ VERSIONS = (0, 9)
 @handles(JoinGroupRequest, JoinGroupResponse, VERSIONS)
 async def handle(ctx, req):
     v = ctx.api_version
+    err = await ctx.broker.coordinator_error(req.group_id)
+    if err:
+        return JoinGroupResponse(throttle_time_ms=0, error_code=err, generation_id=-1, protocol_type=None,
+                                 protocol_name=None if v >= 7 else "", leader="", skip_assignment=False,
+                                 member_id=req.member_id, members=[])
     r = await ctx.broker.groups.join(
         v, req.group_id, req.member_id, req.group_instance_id if v >= 5 else None, ctx.client_id or "",
         "/" + ctx.peer.rsplit(":", 1)[0], req.session_timeout_ms,

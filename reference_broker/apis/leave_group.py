@@ -16,6 +16,9 @@ VERSIONS = (0, 5)
 
 @handles(LeaveGroupRequest, LeaveGroupResponse, VERSIONS)
 async def handle(ctx, req):
+    err = await ctx.broker.coordinator_error(req.group_id)
+    if err:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=err, members=[])
     if ctx.api_version < 3:
         top, errs = ctx.broker.groups.leave(req.group_id, [(req.member_id, None)])
         return LeaveGroupResponse(throttle_time_ms=0, error_code=top or (errs[0] if errs else 0))

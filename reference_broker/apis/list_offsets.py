@@ -9,7 +9,6 @@ Behavior (Kafka ``UnifiedLog.fetchOffsetByTimestamp`` / ``Partition.fetchOffsetF
 """
 from __future__ import annotations
 
-from kafka import errors as E
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 from kafka.record.memory_records import MemoryRecords
 
@@ -73,13 +72,9 @@ async def handle(ctx, req):
     for t in req.topics:
         parts = []
         for rp in t.partitions:
-            p = b.partition(t.name, rp.partition_index)
-            if p is None or not p.is_leader:
-                err = E.UnknownTopicOrPartitionError.errno if p is None else E.NotLeaderForPartitionError.errno
-                parts.append(PartResp(partition_index=rp.partition_index, error_code=err, timestamp=-1, offset=-1,
-                                      leader_epoch=-1))
-                continue
-            err = p.check_leader_epoch(rp.current_leader_epoch)
+            p, err = b.leader_partition(t.name, rp.partition_index)
+            if p is not None and not err:
+                err = p.check_leader_epoch(rp.current_leader_epoch)
             if err:
                 parts.append(PartResp(partition_index=rp.partition_index, error_code=err, timestamp=-1, offset=-1,
                                       leader_epoch=-1))

@@ -7,6 +7,10 @@ Behavior:
   Illegal names get INVALID_TOPIC_EXCEPTION.
 - v10+ carry topic ids; a lookup by topic id (name null) is answered by id. Authorized operations are "not
   requested" (-2147483648): there is no authorizer.
+- Everything comes from the broker's metadata image: live (unfenced) brokers at their advertised addresses, each
+  partition's leader, leader epoch, replicas, ISR and offline replicas (replicas on fenced or unregistered
+  brokers); a leaderless partition has leader -1 and LEADER_NOT_AVAILABLE. The controller id is a live broker's
+  (KRaft: clients cannot reach the controller quorum).
 """
 from __future__ import annotations
 
@@ -15,9 +19,10 @@ import uuid
 from kafka import errors as E
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from ..broker import topic_name_error
+from ..metadata.records import NO_LEADER
 from ..offset_store import OFFSETS_TOPIC
 from ..registry import handles
+from ..topic_config import topic_name_error
 
 API_KEY = 3
 VERSIONS = (0, 12)
@@ -28,9 +33,11 @@ Topic = MetadataResponse.MetadataResponseTopic
 Part = Topic.MetadataResponsePartition
 
 
-def _topic_entry(t, error: int = 0):
-    parts = [Part(error_code=0, partition_index=p.index, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
-                  replica_nodes=list(p.replicas), isr_nodes=sorted(p.isr), offline_replicas=[])
+def _topic_entry(b, t, error: int = 0):
+    img = b.image
+    parts = [Part(error_code=E.LeaderNotAvailableError.errno if p.leader == NO_LEADER else 0,
+                  partition_index=p.index, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                  replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=p.offline_replicas(img))
              for p in t.partitions]
     return Topic(error_code=error, name=t.name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts,
                  authorized_operations=NO_AUTH_OPS)
@@ -41,7 +48,7 @@ async def handle(ctx, req):
     b = ctx.broker
     v = ctx.api_version
     if req.topics is None or (v == 0 and not req.topics):
-        topics = [_topic_entry(t) for t in b.topics.values() if not t.internal]
+        topics = [_topic_entry(b, t) for t in b.topics.values() if not t.internal]
     else:
         topics = []
         allow_create = (req.allow_auto_topic_creation if v >= 4 else True) and b.config["auto.create.topics.enable"]
@@ -53,26 +60,28 @@ async def handle(ctx, req):
                     topics.append(Topic(error_code=E.UnknownTopicIdError.errno, name=None, topic_id=rt.topic_id,
                                         is_internal=False, partitions=[], authorized_operations=NO_AUTH_OPS))
                 else:
-                    topics.append(_topic_entry(t))
+                    topics.append(_topic_entry(b, t))
                 continue
             t = b.topics.get(name)
             if t is not None:
-                topics.append(_topic_entry(t))
+                topics.append(_topic_entry(b, t))
                 continue
             if topic_name_error(name):
                 err = E.InvalidTopicError.errno
             elif allow_create and name == OFFSETS_TOPIC:
-                b.groups.store.ensure_topic()            # created as the internal topic, never as a plain one
-                topics.append(_topic_entry(b.topics[name]))
-                continue
+                await b.ensure_offsets_topic()            # created as the internal topic, never as a plain one
+                if name in b.topics:
+                    topics.append(_topic_entry(b, b.topics[name]))
+                    continue
+                err = E.LeaderNotAvailableError.errno
             elif allow_create:
-                err, _ = b.create_topic(name)
-                err = E.LeaderNotAvailableError.errno if err == 0 else err
+                err, _ = await b.create_topic(name)     # forwarded to the controller (AutoTopicCreationManager)
+                err = E.LeaderNotAvailableError.errno if err in (0, E.TopicAlreadyExistsError.errno) else err
             else:
                 err = E.UnknownTopicOrPartitionError.errno
             topics.append(Topic(error_code=err, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
                                 authorized_operations=NO_AUTH_OPS))
-    brokers = [MetadataResponse.MetadataResponseBroker(node_id=i.node_id, host=i.host, port=i.port, rack=i.rack)
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=i.broker_id, host=i.host, port=i.port, rack=i.rack)
                for i in b.brokers()]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=b.cluster_id,
                             controller_id=b.controller_id, topics=topics,

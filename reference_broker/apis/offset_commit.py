@@ -7,19 +7,31 @@ Behavior (OffsetMetadataManager.validateOffsetCommit, ClassicGroup.validateOffse
   FENCED_INSTANCE_ID / ILLEGAL_GENERATION as validateMember decides; REBALANCE_IN_PROGRESS in
   CompletingRebalance; commits are allowed in PreparingRebalance.
 - Per partition: UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist; OFFSET_METADATA_TOO_LARGE above
-  4096 bytes of metadata. Accepted offsets are written durably to __consumer_offsets before the answer.
+  4096 bytes of metadata. Accepted offsets are written durably to __consumer_offsets and answered once that
+  partition's HW passed them (replicated to its ISR); a failed replication answers COORDINATOR_NOT_AVAILABLE or
+  NOT_COORDINATOR (GroupMetadataManager.appendForGroup). NOT_COORDINATOR when this broker does not lead the
+  group's offsets partition.
 """
 from __future__ import annotations
 
 from kafka import errors as E
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
-from ..offset_store import OffsetAndMetadata
+from ..offset_store import OFFSETS_TOPIC, OffsetAndMetadata
+from ..purgatory import ProducePartitionStatus
 from ..registry import handles
 
 API_KEY = 8
 VERSIONS = (2, 9)
 MAX_METADATA = 4096   # offset.metadata.max.bytes
+# GroupMetadataManager.appendForGroup: how a failed offsets append is reported to the committer.
+COMMIT_ERRORS = {
+    E.UnknownTopicOrPartitionError.errno: E.CoordinatorNotAvailableError.errno,
+    E.NotEnoughReplicasError.errno: E.CoordinatorNotAvailableError.errno,
+    20: E.CoordinatorNotAvailableError.errno,            # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    E.RequestTimedOutError.errno: E.CoordinatorNotAvailableError.errno,
+    E.NotLeaderForPartitionError.errno: E.NotCoordinatorError.errno,
+}
 
 TopicResp = OffsetCommitResponse.OffsetCommitResponseTopic
 PartResp = TopicResp.OffsetCommitResponsePartition
@@ -29,8 +41,11 @@ PartResp = TopicResp.OffsetCommitResponsePartition
 async def handle(ctx, req):
     b = ctx.broker
     v = ctx.api_version
-    err, g = b.groups.validate_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
-                                      req.group_instance_id if v >= 7 else None, v)
+    err = await b.coordinator_error(req.group_id)
+    g = None
+    if not err:
+        err, g = b.groups.validate_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
+                                          req.group_instance_id if v >= 7 else None, v)
     now = b.clock.wall_ms()
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
     topics = []
@@ -39,7 +54,7 @@ async def handle(ctx, req):
         for p in t.partitions:
             code = err
             if not code:
-                if b.partition(t.name, p.partition_index) is None:
+                if b.image.partition(t.name, p.partition_index) is None:
                     code = E.UnknownTopicOrPartitionError.errno
                 elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > MAX_METADATA:
                     code = E.OffsetMetadataTooLargeError.errno
@@ -49,5 +64,14 @@ async def handle(ctx, req):
             parts.append(PartResp(partition_index=p.partition_index, error_code=code))
         topics.append(TopicResp(name=t.name, partitions=parts))
     if g is not None and accepted:
-        b.groups.commit(g, accepted)
+        # Kafka appends the commit to the offsets partition with acks=all and answers once it is replicated.
+        index, end = b.groups.commit(g, accepted)
+        status = ProducePartitionStatus(OFFSETS_TOPIC, index, end)
+        await b.replicas.wait_replicated([status], b.config["offsets.commit.timeout.ms"] / 1000)
+        if status.error:
+            failed = COMMIT_ERRORS.get(status.error, E.UnknownServerError.errno)
+            for tr in topics:
+                for pr in tr.partitions:
+                    if pr.error_code == 0:
+                        pr.error_code = failed
     return OffsetCommitResponse(throttle_time_ms=0, topics=topics)

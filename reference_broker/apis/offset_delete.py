@@ -20,6 +20,9 @@ PartResp = TopicResp.OffsetDeleteResponsePartition
 @handles(OffsetDeleteRequest, OffsetDeleteResponse, VERSIONS)
 async def handle(ctx, req):
     coord = ctx.broker.groups
+    err = await ctx.broker.coordinator_error(req.group_id)
+    if err:
+        return OffsetDeleteResponse(error_code=err, throttle_time_ms=0, topics=[])
     g = coord.group(req.group_id)
     err = coord.validate_offset_delete(g)
     if err:

@@ -39,11 +39,17 @@ async def handle(ctx, req):
         G = OffsetFetchResponse.OffsetFetchResponseGroup
         T = G.OffsetFetchResponseTopics
         P = T.OffsetFetchResponsePartitions
-        groups = [G(group_id=g.group_id, error_code=0, topics=[
-            T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
-                                    error_code=0) for p, o, e, m in parts])
-            for t, parts in _lookup(b, g.group_id, g.topics)]) for g in req.groups]
+        groups = []
+        for g in req.groups:
+            err = await b.coordinator_error(g.group_id)
+            groups.append(G(group_id=g.group_id, error_code=err, topics=[] if err else [
+                T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                                        error_code=0) for p, o, e, m in parts])
+                for t, parts in _lookup(b, g.group_id, g.topics)]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    err = await b.coordinator_error(req.group_id)
+    if err:
+        return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=err)
     T = OffsetFetchResponse.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartition
     topics = [T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e,

@@ -5,8 +5,10 @@ Behavior:
   fails, the connection is closed, the only way to tell the client (KafkaApis.handleProduceRequest); acks=1 is
   answered after the
   leader's append; acks=-1 after the high watermark passes the batch (DelayedProduce), or REQUEST_TIMED_OUT at
-  ``timeout_ms``. With fewer in-sync replicas than ``min.insync.replicas`` (topic config, else broker) acks=-1 fails with NOT_ENOUGH_REPLICAS
-  before appending.
+  ``timeout_ms``. With fewer in-sync replicas than ``min.insync.replicas`` (topic config, else broker) acks=-1 fails
+  with NOT_ENOUGH_REPLICAS before appending; when the ISR shrinks below it after the append, the batch answers
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND once the HW passes it (or REQUEST_TIMED_OUT: the HW is held below min ISR,
+  KAFKA-15583). Only the partition's leader appends: others answer NOT_LEADER_OR_FOLLOWER.
 - Each partition carries exactly one record batch v2 (ProduceRequest v3+ rule): zero or several batches, or an
   older magic, is INVALID_RECORD; a CRC32C mismatch is CORRUPT_MESSAGE; a batch above ``message.max.bytes`` is
   MESSAGE_TOO_LARGE (topic max.message.bytes, else broker message.max.bytes); a client write to an internal topic is INVALID_TOPIC_EXCEPTION. Nothing of a rejected batch
@@ -18,12 +20,11 @@ Behavior:
 """
 from __future__ import annotations
 
-import asyncio
-
 from kafka import errors as E
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from ..log import batch as B
+from ..purgatory import ProducePartitionStatus
 from ..registry import CloseConnection, handles
 
 API_KEY = 0
@@ -72,18 +73,19 @@ async def handle(ctx, req):
             if acks not in (-1, 0, 1):
                 results[key] = [E.InvalidRequiredAcksError.errno, -1, f"acks={acks} must be -1, 0 or 1"]
                 continue
-            p = b.partition(td.name, pd.index)
-            if p is not None and b.topics[td.name].internal:
+            t = b.topics.get(td.name)
+            if t is not None and t.internal:
                 results[key] = [E.InvalidTopicError.errno, -1, f"cannot append to internal topic {td.name}"]
                 continue
-            if p is None:
-                results[key] = [E.UnknownTopicOrPartitionError.errno, -1, None]
+            p, err = b.leader_partition(td.name, pd.index)
+            if err:
+                results[key] = [err, -1, None]
                 continue
             err, msg, header = validate_batch(pd.records, b.topic_setting(td.name, "max.message.bytes"))
             if err:
                 results[key] = [err, -1, msg]
                 continue
-            if (acks == -1 and len(p.isr) < b.topic_setting(td.name, "min.insync.replicas")
+            if (acks == -1 and len(p.isr) < p.min_isr
                     and not b.faults.on("produce.ignore_min_insync")):
                 results[key] = [E.NotEnoughReplicasError.errno, -1,
                                 f"ISR {sorted(p.isr)} smaller than min.insync.replicas"]
@@ -91,7 +93,7 @@ async def handle(ctx, req):
             res = p.append_as_leader(bytes(pd.records), header, b.clock.wall_ms())
             results[key] = [res.error, res.base_offset, res.error_message]
             if res.error == 0 and acks == -1:
-                waits.append((key, p, res.base_offset + header.last_offset_delta + 1))
+                waits.append(ProducePartitionStatus(td.name, pd.index, res.base_offset + header.last_offset_delta + 1))
     if acks == 0:
         failed = {k: v for k, v in results.items() if v[0]}
         if failed:
@@ -99,13 +101,11 @@ async def handle(ctx, req):
             raise CloseConnection(f"acks=0 produce failed for {sorted(failed)}")
         return None
     if waits:
-        timeout = max(req.timeout_ms, 0) / 1000
-
-        async def wait(key, p, offset):
-            if not await p.wait_for_hw(offset, timeout):
-                results[key][0] = (E.UnknownTopicOrPartitionError.errno if p.deleted
-                                   else E.RequestTimedOutError.errno)
-        await asyncio.gather(*(wait(*w) for w in waits))
+        await b.replicas.wait_replicated(waits, max(req.timeout_ms, 0) / 1000)
+        for s in waits:
+            results[(s.topic, s.partition_index)][0] = s.error
+            if s.message:
+                results[(s.topic, s.partition_index)][2] = s.message
     by_topic: dict[str, list] = {}
     for (topic, idx), (err, base, msg) in results.items():
         p = b.partition(topic, idx)

@@ -18,6 +18,10 @@ VERSIONS = (0, 5)
 @handles(SyncGroupRequest, SyncGroupResponse, VERSIONS)
 async def handle(ctx, req):
     v = ctx.api_version
+    err = await ctx.broker.coordinator_error(req.group_id)
+    if err:
+        return SyncGroupResponse(throttle_time_ms=0, error_code=err, protocol_type=None, protocol_name=None,
+                                 assignment=b"")
     err, assignment, g = await ctx.broker.groups.sync(
         req.group_id, req.generation_id, req.member_id, req.group_instance_id if v >= 3 else None,
         req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,

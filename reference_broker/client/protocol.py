@@ -96,17 +96,30 @@ def _all_message_classes() -> list[type[ApiMessage]]:
 
 _REQUESTS: dict[int, type[ApiMessage]] = {}
 _RESPONSES: dict[int, type[ApiMessage]] = {}
-for _cls in _all_message_classes():
-    (_REQUESTS if _cls.is_request() else _RESPONSES)[_cls.API_KEY] = _cls
+
+
+def _scan() -> None:
+    for cls in _all_message_classes():
+        (_REQUESTS if cls.is_request() else _RESPONSES).setdefault(cls.API_KEY, cls)
+
+
+_scan()
 
 
 def request_class(api_key: int) -> type[ApiMessage]:
-    """The ``kafka.protocol`` request class for an API key (KeyError if the library lacks it)."""
+    """The ``kafka.protocol`` request class for an API key (KeyError if no schema is loaded for it).
+
+    Message classes defined after this module was imported (e.g. the reference controller's own RPC schemas)
+    are found by a rescan on first use."""
+    if api_key not in _REQUESTS:
+        _scan()
     return _REQUESTS[api_key]
 
 
 def response_class(api_key: int) -> type[ApiMessage]:
-    """The ``kafka.protocol`` response class for an API key."""
+    """The ``kafka.protocol`` response class for an API key (rescanned like :func:`request_class`)."""
+    if api_key not in _RESPONSES:
+        _scan()
     return _RESPONSES[api_key]
 
 

@@ -103,6 +103,10 @@ class Log(abc.ABC):
             floor = e
         raise AssertionError("unreachable: epoch < latest epoch has a higher entry")
 
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:  # noqa: B027 - logs without a cache ignore it
+        """A new leader epoch starts at ``start_offset`` (Kafka's maybeAssignEpochStartOffset at makeLeader), so
+        OffsetForLeaderEpoch answers for it before the first append in that epoch."""
+
     def flush(self) -> None:  # noqa: B027 - optional hook, a no-op for memory
         """Make appended data durable (no-op for memory)."""
 

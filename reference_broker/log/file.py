@@ -888,6 +888,11 @@ class FileLog(Log):
                 best = cand
         return None if best is None else TimestampOffset(best[1], best[0])
 
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        self._check_open()
+        if self._epochs.assign(epoch, start_offset):
+            self._persist_epochs()
+
     def epoch_entries(self) -> list[EpochEntry]:
         return self._epochs.entries()
 

@@ -150,6 +150,9 @@ class MemoryLog(Log):
         i = max(range(len(self._max_ts)), key=lambda k: (self._max_ts[k], -k))
         return TimestampOffset(self._nexts[i] - 1, self._max_ts[i])
 
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        self._epochs.assign(epoch, start_offset)
+
     def epoch_entries(self) -> list[EpochEntry]:
         return self._epochs.entries()
 

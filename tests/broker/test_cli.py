@@ -28,8 +28,8 @@ def test_data_dir_is_a_file(tmp_path):
     assert r.returncode == 2 and str(f) in r.stderr and "Traceback" not in r.stderr
 
 
-def test_corrupt_topic_metadata_refuses_to_start(tmp_path):
-    (tmp_path / "topics.json").write_text("{not json")
+def test_corrupt_node_metadata_refuses_to_start(tmp_path):
+    (tmp_path / "node.json").write_text("{not json")
     r = _serve("--listen", "127.0.0.1:0", "--data-dir", str(tmp_path))
     assert r.returncode == 2 and "corrupt" in r.stderr
 

@@ -1,0 +1,415 @@
+"""A reference cluster on loopback: one controller process and N broker processes, and their control interface.
+
+Python API (what fixtures use)::
+
+    with Cluster(brokers=3, data_dir=Path("d"), config={"min.insync.replicas": "2"}) as c:
+        c.bootstrap            # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
+        c.kill(1); c.restart(1); c.pause(2); c.resume(2)     # by node id, signals sent by PID
+
+CLI: ``python -m reference_broker cluster --brokers 3 --data-dir DIR`` prints ``READY <bootstrap>`` and
+``CONTROL <socket>``, then serves until SIGINT/SIGTERM; ``python -m reference_broker ctl --control SOCKET kill 1``
+(kill, pause, resume, restart, status). Every node keeps its port across restarts (the address clients and
+followers know), and its data dir when durable. Every process started here is stopped here, by PID.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+HOST = "127.0.0.1"
+
+
+class ClusterError(RuntimeError):
+    """A node could not be started or controlled; the message says which and why (with its log tail)."""
+
+
+def free_port(host: str = HOST) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class NodeProcess:
+    """One node (controller or broker) as an OS process that prints ``READY host:port`` when it serves."""
+
+    def __init__(self, name: str, argv: list[str], port: int, log_path: Path, env: dict[str, str]) -> None:
+        self.name = name
+        self.argv = argv
+        self.port = port
+        self.log_path = log_path
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def start(self, ready_timeout: float = 60.0) -> None:
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self._log, env=self.env,
+                                     start_new_session=True)
+        ready = threading.Event()
+        assert self.proc.stdout is not None
+        out = self.proc.stdout
+
+        def pump() -> None:
+            for line in iter(out.readline, b""):
+                self._log.write(line) if self._log and not self._log.closed else None
+                if line.startswith(b"READY "):
+                    ready.set()
+        threading.Thread(target=pump, daemon=True, name=f"pump-{self.name}").start()
+        deadline = time.monotonic() + ready_timeout
+        while not ready.wait(0.05):
+            if self.proc.poll() is not None:
+                raise ClusterError(f"{self.name} exited with code {self.proc.returncode} before READY:\n"
+                                   f"{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise ClusterError(f"{self.name} not READY within {ready_timeout:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def signal(self, sig: int) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            raise ClusterError(f"{self.name} is not running")
+        os.kill(self.proc.pid, sig)
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self._reap(5.0)
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)
+                os.kill(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+        self._reap(5.0)
+
+    def _reap(self, timeout: float) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._log is not None and not self._log.closed:
+            self._log.close()
+
+
+class Cluster:
+    """A controller and ``brokers`` brokers (node ids 0..N-1), each its own process on a fixed loopback port."""
+
+    def __init__(self, brokers: int = 3, *, data_dir: Path | None = None, work_dir: Path | None = None,
+                 config: dict[str, str] | None = None, faults: list[str] | None = None, seed: int | None = None,
+                 base_port: int = 0, host: str = HOST, ready_timeout: float = 60.0,
+                 advertised: dict[int, str] | None = None, links: dict[int, str] | None = None,
+                 controller_address: dict[int, str] | None = None) -> None:
+        if brokers < 1:
+            raise ClusterError("a cluster needs at least one broker")
+        self.n = brokers
+        self.data_dir = data_dir
+        self._tmp = work_dir is None
+        self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="kct-cluster-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.config = dict(config or {})
+        self.faults = list(faults or [])
+        self.seed = seed
+        self.host = host
+        self.ready_timeout = ready_timeout
+        self.advertised = dict(advertised or {})         # node id -> HOST:PORT clients are told (a proxy)
+        self.links = dict(links or {})                   # node id -> "ID=HOST:PORT,..." replication routes
+        self.controller_routes = dict(controller_address or {})   # node id -> controller HOST:PORT (a proxy)
+        ports = [base_port + i for i in range(brokers + 1)] if base_port else [free_port(host) for _ in range(brokers + 1)]
+        self.controller_port, self.ports = ports[0], dict(enumerate(ports[1:]))
+        self.nodes: dict[int, NodeProcess] = {}
+        self.controller: NodeProcess | None = None
+        self.paused: set[int] = set()
+
+    # -- process argv -----------------------------------------------------------------------------------------
+
+    def _common(self) -> list[str]:
+        args = []
+        for k, v in sorted(self.config.items()):
+            args += ["--config", f"{k}={v}"]
+        for f in self.faults:
+            args += ["--fault", f]
+        return args
+
+    def _storage(self, name: str) -> list[str]:
+        if self.data_dir is None:
+            return ["--memory"]
+        return ["--data-dir", str(self.data_dir / name)]
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def _controller_proc(self) -> NodeProcess:
+        argv = [sys.executable, "-m", "reference_broker", "controller", "--listen", f"{self.host}:{self.controller_port}",
+                *self._storage("controller"), *self._common()]
+        if self.seed is not None:
+            argv += ["--seed", str(self.seed)]
+        return NodeProcess("controller", argv, self.controller_port, self.work_dir / "controller.log", self._env())
+
+    def _broker_proc(self, node_id: int) -> NodeProcess:
+        controller = self.controller_routes.get(node_id, f"{self.host}:{self.controller_port}")
+        argv = [sys.executable, "-m", "reference_broker", "serve", "--broker-id", str(node_id),
+                "--listen", f"{self.host}:{self.ports[node_id]}", "--controller", controller,
+                *self._storage(f"broker-{node_id}"), *self._common(), "--ready-timeout", str(self.ready_timeout)]
+        if node_id in self.advertised:
+            argv += ["--config", f"advertised.listeners={self.advertised[node_id]}"]
+        if node_id in self.links:
+            argv += ["--config", f"replica.link.addresses={self.links[node_id]}"]
+        if self.seed is not None:
+            argv += ["--seed", str(self.seed * 1000 + node_id)]
+        return NodeProcess(f"broker-{node_id}", argv, self.ports[node_id], self.work_dir / f"broker-{node_id}.log",
+                           self._env())
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def start(self) -> Cluster:
+        try:
+            self.controller = self._controller_proc()
+            self.controller.start(self.ready_timeout)
+            for i in range(self.n):
+                self.nodes[i] = self._broker_proc(i)
+            errors: list[BaseException] = []
+
+            def boot(node: NodeProcess) -> None:
+                try:
+                    node.start(self.ready_timeout)
+                except BaseException as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+            threads = [threading.Thread(target=boot, args=(n,)) for n in self.nodes.values()]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every broker, then the controller (resuming paused ones first so SIGTERM is handled)."""
+        for node in self.nodes.values():
+            node.stop(grace=5.0)
+        if self.controller is not None:
+            self.controller.stop(grace=5.0)
+        self.paused.clear()
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._tmp:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- views ------------------------------------------------------------------------------------------------
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return sorted(self.nodes)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.advertised.get(i, f"{self.host}:{self.ports[i]}") for i in self.broker_ids)
+
+    @property
+    def controller_address(self) -> str:
+        return f"{self.host}:{self.controller_port}"
+
+    def pids(self) -> dict[str, int | None]:
+        out: dict[str, int | None] = {"controller": self.controller.pid if self.controller else None}
+        out.update({f"broker-{i}": n.pid for i, n in sorted(self.nodes.items())})
+        return out
+
+    def _node(self, node_id: int) -> NodeProcess:
+        if node_id == -1 and self.controller is not None:
+            return self.controller
+        if node_id not in self.nodes:
+            raise ClusterError(f"no broker {node_id} (brokers: {self.broker_ids}; -1 is the controller)")
+        return self.nodes[node_id]
+
+    # -- faults (by node id; -1 is the controller) ------------------------------------------------------------
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL: no shutdown, no flush beyond what the log already made durable."""
+        self._node(node_id).kill()
+        self.paused.discard(node_id)
+
+    def pause(self, node_id: int) -> None:
+        self._node(node_id).pause()
+        self.paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        self._node(node_id).resume()
+        self.paused.discard(node_id)
+
+    def restart(self, node_id: int) -> None:
+        """Stop the node if it still runs (gracefully), start it again on the same port and data dir."""
+        old = self._node(node_id)
+        old.stop(grace=10.0)
+        self.paused.discard(node_id)
+        new = self._controller_proc() if node_id == -1 else self._broker_proc(node_id)
+        if node_id == -1:
+            self.controller = new
+        else:
+            self.nodes[node_id] = new
+        new.start(self.ready_timeout)
+
+
+# -- CLI ------------------------------------------------------------------------------------------------------
+
+
+def add_cluster_arguments(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("cluster", help="run a whole cluster: a controller and N brokers, one process each",
+                       epilog="example: python -m reference_broker cluster --brokers 3 --data-dir /tmp/kc "
+                              "--config min.insync.replicas=2")
+    c.add_argument("--brokers", type=int, default=3)
+    c.add_argument("--controllers", type=int, default=1, help="only 1 today (a single controller)")
+    store = c.add_mutually_exclusive_group(required=True)
+    store.add_argument("--data-dir", type=Path)
+    store.add_argument("--memory", action="store_true")
+    c.add_argument("--base-port", type=int, default=0, help="controller on P, brokers on P+1..P+N (0: free ports)")
+    c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--fault", action="append", default=[], metavar="NAME")
+    c.add_argument("--seed", type=int, default=None)
+    c.add_argument("--control", type=Path, default=None, help="control socket path (default: in the work dir)")
+    k = sub.add_parser("ctl", help="control a running cluster: kill|pause|resume|restart NODE, status")
+    k.add_argument("--control", type=Path, required=True, help="the CONTROL socket a cluster printed")
+    k.add_argument("action", choices=["kill", "pause", "resume", "restart", "status"])
+    k.add_argument("node", type=int, nargs="?", default=None, help="broker id (-1: the controller)")
+
+
+def _serve_control(cluster: Cluster, path: Path, stop: threading.Event) -> None:
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(4)
+    srv.settimeout(0.2)
+    try:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                line = conn.makefile().readline().split()
+                try:
+                    action = line[0]
+                    if action == "status":
+                        reply = json.dumps({"bootstrap": cluster.bootstrap, "pids": cluster.pids(),
+                                            "paused": sorted(cluster.paused)})
+                    else:
+                        getattr(cluster, action)(int(line[1]))
+                        reply = "ok"
+                except (IndexError, ValueError, AttributeError, ClusterError) as e:
+                    reply = f"error: {e}"
+                conn.sendall((reply + "\n").encode())
+    finally:
+        srv.close()
+
+
+def run_cluster_cli(args: argparse.Namespace) -> int:
+    from .config import BrokerConfig
+    from .faults import Faults
+
+    if args.controllers != 1:
+        print("reference_broker: only --controllers 1 is supported (a single controller; GAPS.md)", file=sys.stderr)
+        return 2
+    if args.brokers < 1:
+        print("reference_broker: --brokers must be at least 1", file=sys.stderr)
+        return 2
+    config = dict(p.split("=", 1) for p in args.config if "=" in p)
+    BrokerConfig(config)                 # unknown keys or bad values: ConfigError → exit 2 in main()
+    Faults(args.fault)
+    if args.data_dir is not None:
+        try:
+            args.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            print(f"reference_broker: cannot create data dir {args.data_dir}: {e.strerror}", file=sys.stderr)
+            return 2
+    work = args.data_dir or Path(tempfile.mkdtemp(prefix="kct-cluster-"))
+    cluster = Cluster(args.brokers, data_dir=args.data_dir, work_dir=work, config=config, faults=args.fault,
+                      seed=args.seed, base_port=args.base_port)
+    try:
+        cluster.start()
+    except ClusterError as e:
+        print(f"reference_broker: {e}", file=sys.stderr)
+        return 2
+    control = args.control or (work / "control.sock")
+    control.unlink(missing_ok=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    t = threading.Thread(target=_serve_control, args=(cluster, control, stop), daemon=True)
+    t.start()
+    print(f"READY {cluster.bootstrap}", flush=True)
+    print(f"CONTROL {control}", flush=True)
+    print(f"CONTROLLER {cluster.controller_address}", flush=True)
+    for name, pid in cluster.pids().items():
+        print(f"NODE {name} pid={pid}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        cluster.stop()
+        control.unlink(missing_ok=True)
+    return 0
+
+
+def run_ctl_cli(args: argparse.Namespace) -> int:
+    if args.action != "status" and args.node is None:
+        print(f"reference_broker ctl: {args.action} needs a node id", file=sys.stderr)
+        return 2
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(120)
+            s.connect(str(args.control))
+            s.sendall(f"{args.action} {'' if args.node is None else args.node}\n".encode())
+            reply = s.makefile().readline().strip()
+    except OSError as e:
+        print(f"reference_broker ctl: cannot reach {args.control}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    print(reply)
+    return 2 if reply.startswith("error") else 0

@@ -1,0 +1,1 @@
+"""The KRaft-style controller: the metadata log's only writer (registrations, fencing, topics, ISR, elections)."""

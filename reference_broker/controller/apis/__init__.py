@@ -1,0 +1,1 @@
+"""The controller's RPCs, one module per API key (registered with ``registry.CONTROLLER``)."""

@@ -1,0 +1,23 @@
+"""BrokerHeartbeat (key 63), v0 — our own trimmed schema, KIP-631 semantics.
+
+Behavior (ClusterControlManager / BrokerHeartbeatManager): a heartbeat renews the broker's session; a fenced
+broker that has applied the metadata log past its registration is unfenced (and leaderless partitions it is in
+the ISR of elect it); WantShutDown is a controlled shutdown (leaderships move, the broker is fenced). A stale
+broker epoch is STALE_BROKER_EPOCH. Sessions that see no heartbeat for broker.session.timeout.ms are fenced by
+the controller's ticker.
+"""
+from __future__ import annotations
+
+from ...registry import CONTROLLER
+from ..messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+
+API_KEY = 63
+VERSIONS = (0, 0)
+
+
+@CONTROLLER.handles(BrokerHeartbeatRequest, BrokerHeartbeatResponse, VERSIONS)
+async def handle(ctx, req):
+    r = ctx.node.controller.heartbeat(req.broker_id, req.broker_epoch, req.current_metadata_offset,
+                                      req.want_fence, req.want_shut_down)
+    return BrokerHeartbeatResponse(throttle_time_ms=0, error_code=r.error, is_caught_up=r.is_caught_up,
+                                   is_fenced=r.is_fenced, should_shut_down=r.should_shut_down)

@@ -1,0 +1,56 @@
+"""CreateTopics (key 19), v2–v7, on the controller (brokers forward client requests here, as KRaft brokers do).
+
+Behavior:
+- Checks in Kafka's order: legal name, exists (TOPIC_ALREADY_EXISTS), partitions > 0, replication factor > 0 and
+  <= live brokers (INVALID_REPLICATION_FACTOR); -1 takes ``num.partitions`` / ``default.replication.factor``.
+- A topic named twice in one request: INVALID_REQUEST for each (Kafka: "Create topics request from client ...
+  contains duplicate topic"). Manual assignments are not supported: INVALID_REQUEST (listed in GAPS.md).
+- ``validate_only`` checks without creating. v5+ return partitions, replication factor and configs; v7 topic id.
+- Replicas are placed by controller/placement.py; the answer waits (boundedly) until live brokers applied the
+  new records (GAPS.md).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from kafka import errors as E
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+
+from ...registry import CONTROLLER
+
+API_KEY = 19
+VERSIONS = (2, 7)
+APPLY_WAIT_S = 5.0
+
+Result = CreateTopicsResponse.CreatableTopicResult
+
+
+@CONTROLLER.handles(CreateTopicsRequest, CreateTopicsResponse, VERSIONS)
+async def handle(ctx, req):
+    c = ctx.node.controller
+    counts = Counter(t.name for t in req.topics)
+    errors = []
+    for t in req.topics:
+        if counts[t.name] > 1:
+            errors.append((E.InvalidRequestError.errno, f"Create topics request contains duplicate topic {t.name}"))
+        elif t.assignments:
+            errors.append((E.InvalidRequestError.errno, "manual replica assignments are not supported by this broker"))
+        else:
+            internal = t.name == "__consumer_offsets"
+            errors.append(c.create_topic(t.name, t.num_partitions, t.replication_factor,
+                                         {cfg.name: cfg.value for cfg in t.configs},
+                                         validate_only=req.validate_only, internal=internal))
+    if not req.validate_only:
+        await c.wait_applied(c.end_offset, APPLY_WAIT_S)
+    results = []
+    for t, (err, msg) in zip(req.topics, errors, strict=True):
+        topic = c.image.topics.get(t.name)
+        ok = err == 0 and topic is not None
+        results.append(Result(
+            name=t.name, topic_id=topic.topic_id if ok else None, error_code=err, error_message=msg,
+            num_partitions=len(topic.partitions) if ok else -1,
+            replication_factor=topic.replication_factor if ok else -1,
+            configs=[Result.CreatableTopicConfigs(name=k, value=v, read_only=False, config_source=1,
+                                                  is_sensitive=False)
+                     for k, v in topic.configs.items()] if ok else None))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -1,0 +1,45 @@
+"""DeleteTopics (key 20), v1–v6, on the controller (forwarded by brokers).
+
+Behavior: a remove_topic record; every broker then drops its replicas and parked fetches on the topic complete
+at once with UNKNOWN_TOPIC_OR_PARTITION (DelayedFetch Case C). Unknown names: UNKNOWN_TOPIC_OR_PARTITION; unknown
+ids (v6): UNKNOWN_TOPIC_ID. ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED.
+"""
+from __future__ import annotations
+
+from kafka import errors as E
+from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
+
+from ...registry import CONTROLLER
+
+API_KEY = 20
+VERSIONS = (1, 6)
+APPLY_WAIT_S = 5.0
+
+Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+@CONTROLLER.handles(DeleteTopicsRequest, DeleteTopicsResponse, VERSIONS)
+async def handle(ctx, req):
+    c = ctx.node.controller
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(n, None) for n in req.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None:
+            t = c.image.topics_by_id.get(topic_id)
+            if t is None:
+                results.append(Result(name=None, topic_id=topic_id, error_code=E.UnknownTopicIdError.errno,
+                                      error_message="unknown topic id"))
+                continue
+            name = t.name
+        t = c.image.topics.get(name)
+        tid = t.topic_id if t else topic_id
+        if not c.config["delete.topic.enable"]:
+            err = E.TopicDeletionDisabledError.errno
+        else:
+            err = c.delete_topic(name)
+        results.append(Result(name=name, topic_id=tid, error_code=err, error_message=None))
+    await c.wait_applied(c.end_offset, APPLY_WAIT_S)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,424 @@
+"""QuorumController: the single writer of the cluster metadata log (KRaft's active controller).
+
+Everything the cluster agrees on goes through here as metadata records (metadata/records.py), appended to a
+durable log and applied to the controller's own MetadataImage; brokers fetch the same records and apply them to
+theirs. Names and rules follow Apache Kafka's ``QuorumController``, ``ClusterControlManager`` (registration,
+heartbeats, fencing; KIP-631) and ``ReplicationControlManager`` / ``PartitionChangeBuilder`` (topics, ISR changes
+by AlterPartition with partition-epoch checks, KIP-497; leader elections from the ISR; unclean election only when
+``unclean.leader.election.enable``).
+
+A single controller today (GAPS.md); the metadata log is the only state, so a Raft quorum (KIP-595) can replace
+the log's writer without touching the rules here. Threading rule: runs on one event loop; time from the Clock.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kafka import errors as E
+
+from ..clock import Clock
+from ..config import BrokerConfig
+from ..datadir import DataDirError
+from ..log.base import Log
+from ..metadata.image import MetadataImage, PartitionState, TopicImage, partition_record
+from ..metadata.records import NO_LEADER, decode_batches, encode_batch
+from ..topic_config import config_error, topic_name_error, topic_setting
+from .placement import place
+
+log = logging.getLogger("reference_broker.controller")
+
+STALE_BROKER_EPOCH = 77
+ELECTION_NOT_NEEDED = 84
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+INVALID_UPDATE_VERSION = 95
+UNKNOWN_TOPIC_ID = 100
+DUPLICATE_BROKER_REGISTRATION = 101
+INCONSISTENT_CLUSTER_ID = 104
+INELIGIBLE_REPLICA = 107
+PREFERRED, UNCLEAN = 0, 1
+
+
+@dataclass
+class HeartbeatResult:
+    error: int
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+class QuorumController:
+    def __init__(self, config: BrokerConfig, metadata_log: Log, clock: Clock, rng: random.Random,
+                 faults=None) -> None:
+        self.config = config
+        self.log = metadata_log
+        self.clock = clock
+        self.rng = rng
+        self.faults = faults
+        self.image = MetadataImage()
+        self.session_deadline: dict[int, float] = {}     # broker id -> monotonic deadline (live sessions only)
+        self.shutting_down: set[int] = set()
+        self.heard_from: set[int] = set()                 # brokers that registered or heartbeat since we started
+        self.applied_by: dict[int, int] = {}              # broker id -> metadata offset it has applied
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future]] = []
+        self._listeners: list[Callable[[], None]] = []
+        self._ticker: object | None = None
+        self._replay()
+
+    # -- the log ----------------------------------------------------------------------------------------------
+
+    def _replay(self) -> None:
+        offset = self.log.log_start_offset
+        end = self.log.log_end_offset
+        while offset < end:
+            res = self.log.read(offset, 1 << 20, end, True)
+            if not res.data:
+                break
+            try:
+                for off, rec in decode_batches(res.data):
+                    self.image.apply(off, rec)
+                    offset = off + 1
+            except (ValueError, KeyError, TypeError) as e:
+                raise DataDirError(f"metadata log record at offset {offset} is unreadable "
+                                   f"({type(e).__name__}: {e}); refusing to start") from None
+        now = self.clock.monotonic()
+        for b in self.image.brokers.values():   # a restarted controller gives every live broker a fresh session
+            if not b.fenced:
+                self.session_deadline[b.broker_id] = now + self._session_s()
+
+    @property
+    def end_offset(self) -> int:
+        """The metadata log end offset: a broker that applied everything below it is caught up."""
+        return self.log.log_end_offset
+
+    def _commit(self, records: list[dict]) -> int:
+        """Append records durably, apply them, wake metadata fetchers; returns the offset after the last one."""
+        if not records:
+            return self.end_offset
+        base = self.log.log_end_offset
+        for i, rec in enumerate(records):
+            if rec["type"] == "register_broker":
+                rec["epoch"] = base + i      # Kafka: the broker epoch is the offset of the registration record
+        info = self.log.append(encode_batch(records, self.clock.wall_ms()), 0)
+        self.log.flush()
+        for i, rec in enumerate(records):
+            self.image.apply(info.base_offset + i, rec)
+        for fn in list(self._listeners):
+            fn()
+        self._check_waiters()
+        return self.end_offset
+
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        """``fn`` is called after every commit (parked metadata fetches use it)."""
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn: Callable[[], None]) -> None:
+        if fn in self._listeners:
+            self._listeners.remove(fn)
+
+    def read_records(self, offset: int, max_bytes: int) -> bytes:
+        if offset >= self.log.log_end_offset or offset < self.log.log_start_offset:
+            return b""
+        return self.log.read(offset, max_bytes, self.log.log_end_offset, True).data
+
+    # -- waiting for brokers to apply -------------------------------------------------------------------------
+
+    def note_applied(self, broker_id: int, offset: int) -> None:
+        """A broker fetched the metadata log from ``offset``: it has applied every record below it."""
+        if offset > self.applied_by.get(broker_id, -1):
+            self.applied_by[broker_id] = offset
+            self._check_waiters()
+
+    def _check_waiters(self) -> None:
+        still = []
+        for cond, fut in self._waiters:
+            if fut.done():
+                continue
+            if cond():
+                fut.set_result(True)
+            else:
+                still.append((cond, fut))
+        self._waiters = still
+
+    async def wait_applied(self, offset: int, timeout_s: float) -> bool:
+        """Wait until every live broker has applied the log up to ``offset`` (or the time is up).
+
+        Deliberate difference (GAPS.md): Kafka answers CreateTopics once the records are committed; the reference
+        controller also waits (boundedly) for live brokers to apply them, so a client that produces right after
+        CreateTopics does not depend on metadata propagation races."""
+        def cond() -> bool:
+            return all(self.applied_by.get(b.broker_id, -1) >= offset for b in self.image.live_brokers())
+        if cond():
+            return True
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((cond, fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+            return True
+        except TimeoutError:
+            return False
+
+    # -- brokers: registration, heartbeats, fencing (ClusterControlManager, KIP-631) --------------------------
+
+    def _session_s(self) -> float:
+        return self.config["broker.session.timeout.ms"] / 1000
+
+    def register_broker(self, broker_id: int, cluster_id: str, incarnation: str, host: str, port: int,
+                        repl_host: str, repl_port: int, rack: str | None) -> tuple[int, int]:
+        """(error, broker epoch). A different incarnation while the old one's session is live is refused
+        (DUPLICATE_BROKER_REGISTRATION) until that session expires, as Kafka does; the new one starts fenced."""
+        if cluster_id != self.config["cluster.id"]:
+            return INCONSISTENT_CLUSTER_ID, -1
+        old = self.image.brokers.get(broker_id)
+        if (old is not None and old.incarnation != incarnation and broker_id in self.session_deadline
+                and broker_id in self.heard_from):
+            # Another incarnation heartbeats to us: refuse until its session expires. One we never heard from
+            # since our own (re)start is taken to be gone (e.g. a combined node killed with its controller).
+            return DUPLICATE_BROKER_REGISTRATION, -1
+        self.heard_from.add(broker_id)
+        if old is not None and old.incarnation == incarnation:
+            return 0, old.epoch
+        records = []
+        if old is not None and not old.fenced:
+            records += self._fence_records(broker_id)
+        records.append({"type": "register_broker", "broker_id": broker_id, "incarnation": incarnation,
+                        "host": host, "port": port, "repl_host": repl_host, "repl_port": repl_port, "rack": rack,
+                        "epoch": -1})
+        self._commit(records)
+        self.shutting_down.discard(broker_id)
+        self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
+        return 0, self.image.brokers[broker_id].epoch
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
+                  want_shut_down: bool) -> HeartbeatResult:
+        b = self.image.brokers.get(broker_id)
+        if b is None or b.epoch != broker_epoch:
+            return HeartbeatResult(STALE_BROKER_EPOCH)
+        self.heard_from.add(broker_id)
+        self.note_applied(broker_id, metadata_offset)
+        caught_up = metadata_offset >= self.end_offset
+        if want_shut_down:
+            # Controlled shutdown: move leaderships away and fence now, so clients fail over before the process goes.
+            if not b.fenced:
+                self._commit(self._fence_records(broker_id))
+            self.session_deadline.pop(broker_id, None)
+            self.shutting_down.add(broker_id)
+            return HeartbeatResult(0, caught_up, True, True)
+        self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
+        if b.fenced and not want_fence and metadata_offset > b.epoch:
+            self._commit([{"type": "unfence_broker", "broker_id": broker_id, "epoch": b.epoch}])
+            self._commit(self._elections_for_unfenced(broker_id))
+        elif not b.fenced and want_fence:
+            self._commit(self._fence_records(broker_id))
+        return HeartbeatResult(0, caught_up, self.image.brokers[broker_id].fenced, False)
+
+    def expire_sessions(self) -> list[int]:
+        """Fence every broker whose heartbeats stopped for broker.session.timeout.ms; returns their ids."""
+        now = self.clock.monotonic()
+        expired = [bid for bid, deadline in sorted(self.session_deadline.items()) if deadline <= now]
+        for bid in expired:
+            del self.session_deadline[bid]
+            b = self.image.brokers.get(bid)
+            if b is not None and not b.fenced:
+                log.warning("broker %d: session expired; fencing it and moving its leaderships", bid)
+                self._commit(self._fence_records(bid))
+        return expired
+
+    def start_ticker(self) -> None:
+        """Check sessions (and unclean elections) periodically through the clock."""
+        interval = max(0.05, min(0.25, self._session_s() / 10))
+
+        def tick() -> None:
+            try:
+                self.expire_sessions()
+                self._commit(self._unclean_elections())
+            finally:
+                self._ticker = self.clock.call_later(interval, tick)
+        self._ticker = self.clock.call_later(interval, tick)
+
+    def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+
+    # -- elections (PartitionChangeBuilder) -------------------------------------------------------------------
+
+    def _unclean_allowed(self, t: TopicImage) -> bool:
+        return bool(topic_setting(t.configs, self.config, "unclean.leader.election.enable"))
+
+    def _change(self, st: PartitionState, *, leader: int | None = None, isr: list[int] | None = None) -> dict | None:
+        """A partition_change record, or None when nothing changes; leader changes bump the leader epoch."""
+        new_leader = st.leader if leader is None else leader
+        new_isr = list(st.isr) if isr is None else list(isr)
+        if new_leader == st.leader and new_isr == st.isr:
+            return None
+        nxt = PartitionState(st.topic, st.topic_id, st.index, st.replicas, new_isr, new_leader,
+                             st.leader_epoch + (1 if new_leader != st.leader else 0), st.partition_epoch + 1)
+        return partition_record(nxt)
+
+    def _fence_records(self, broker_id: int) -> list[dict]:
+        """Fence a broker: it leaves every ISR (unless it is the last member) and its leaderships move to another
+        live ISR member in replica order; with none, the partition is leaderless (or unclean, if enabled)."""
+        b = self.image.brokers[broker_id]
+        records: list[dict] = [{"type": "fence_broker", "broker_id": broker_id, "epoch": b.epoch}]
+        live = {x.broker_id for x in self.image.live_brokers()} - {broker_id}
+        for t in self.image.topics.values():
+            for st in t.partitions:
+                if broker_id not in st.isr and st.leader != broker_id:
+                    continue
+                isr = [r for r in st.isr if r != broker_id] or list(st.isr)   # never an empty ISR
+                leader = st.leader
+                if leader == broker_id or leader == NO_LEADER:
+                    leader = next((r for r in st.replicas if r in isr and r in live), NO_LEADER)
+                    if leader == NO_LEADER and self._unclean_allowed(t):
+                        leader = next((r for r in st.replicas if r in live), NO_LEADER)
+                        if leader != NO_LEADER:
+                            log.warning("unclean election: %s-%d leader %d (ISR was %s)", st.topic, st.index,
+                                        leader, st.isr)
+                            isr = [leader]
+                rec = self._change(st, leader=leader, isr=isr)
+                if rec is not None:
+                    records.append(rec)
+        return records
+
+    def _elections_for_unfenced(self, broker_id: int) -> list[dict]:
+        """A broker came back: leaderless partitions it is in the ISR of get it as leader (clean election)."""
+        records = []
+        for t in self.image.topics.values():
+            for st in t.partitions:
+                if st.leader == NO_LEADER and broker_id in st.isr:
+                    rec = self._change(st, leader=broker_id)
+                    if rec is not None:
+                        records.append(rec)
+        return records
+
+    def _unclean_elections(self) -> list[dict]:
+        """Leaderless partitions of topics that allow unclean election take any live replica (data may be lost)."""
+        records = []
+        live = {x.broker_id for x in self.image.live_brokers()}
+        for t in self.image.topics.values():
+            if not self._unclean_allowed(t):
+                continue
+            for st in t.partitions:
+                if st.leader != NO_LEADER:
+                    continue
+                leader = next((r for r in st.replicas if r in live), NO_LEADER)
+                if leader != NO_LEADER:
+                    log.warning("unclean election: %s-%d leader %d (ISR was %s)", st.topic, st.index, leader, st.isr)
+                    records.append(self._change(st, leader=leader, isr=[leader]))
+        return records
+
+    def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]]) -> list[tuple[str, int, int, str | None]]:
+        """ElectLeaders: (topic, partition, error, message) each; preferred = the first replica if live and in sync."""
+        out = []
+        records = []
+        live = {x.broker_id for x in self.image.live_brokers()}
+        for topic, idx in partitions:
+            st = self.image.partition(topic, idx)
+            if st is None:
+                out.append((topic, idx, E.UnknownTopicOrPartitionError.errno, None))
+                continue
+            if election_type == PREFERRED:
+                pref = st.replicas[0]
+                if st.leader == pref:
+                    out.append((topic, idx, ELECTION_NOT_NEEDED, "preferred replica is already the leader"))
+                elif pref not in live or pref not in st.isr:
+                    out.append((topic, idx, PREFERRED_LEADER_NOT_AVAILABLE,
+                                f"preferred replica {pref} is not live and in sync"))
+                else:
+                    records.append(self._change(st, leader=pref))
+                    out.append((topic, idx, 0, None))
+            else:
+                if st.leader != NO_LEADER:
+                    out.append((topic, idx, ELECTION_NOT_NEEDED, "partition has a leader"))
+                    continue
+                leader = next((r for r in st.replicas if r in live), NO_LEADER)
+                if leader == NO_LEADER:
+                    out.append((topic, idx, ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica"))
+                else:
+                    records.append(self._change(st, leader=leader, isr=[leader]))
+                    out.append((topic, idx, 0, None))
+        self._commit([r for r in records if r is not None])
+        return out
+
+    # -- ISR changes from leaders (AlterPartition, KIP-497) ---------------------------------------------------
+
+    def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, index: int,
+                        leader_epoch: int, partition_epoch: int, new_isr: list[int]) -> tuple[int, PartitionState | None]:
+        """ReplicationControlManager.alterPartition: only the current leader, at the current leader epoch and
+        partition epoch, may change the ISR; a new ISR member must be a live replica (INELIGIBLE_REPLICA)."""
+        b = self.image.brokers.get(broker_id)
+        if b is None or b.epoch != broker_epoch:
+            return STALE_BROKER_EPOCH, None
+        t = self.image.topics_by_id.get(topic_id)
+        if t is None:
+            return UNKNOWN_TOPIC_ID, None
+        if not 0 <= index < len(t.partitions):
+            return E.UnknownTopicOrPartitionError.errno, None
+        st = t.partitions[index]
+        if st.leader != broker_id:
+            return E.NotLeaderForPartitionError.errno, st
+        if leader_epoch != st.leader_epoch:
+            return E.FencedLeaderEpochError.errno, st
+        if partition_epoch != st.partition_epoch:
+            return INVALID_UPDATE_VERSION, st
+        if broker_id not in new_isr or len(set(new_isr)) != len(new_isr):
+            return E.InvalidRequestError.errno, st
+        for r in new_isr:
+            if r not in st.replicas or (r not in st.isr and not self.image.is_live(r)):
+                return INELIGIBLE_REPLICA, st
+        isr = [r for r in st.replicas if r in new_isr]
+        rec = self._change(st, isr=isr)
+        if rec is not None:
+            self._commit([rec])
+        return 0, self.image.partition(t.name, index)
+
+    # -- topics (ReplicationControlManager.createTopics / deleteTopics) ---------------------------------------
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+                     validate_only: bool = False, internal: bool = False) -> tuple[int, str | None]:
+        """CreateTopics' checks in Kafka's order; returns (error code, message)."""
+        if num_partitions == -1:
+            num_partitions = self.config["num.partitions"]
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
+        why = topic_name_error(name)
+        if why:
+            return E.InvalidTopicError.errno, why
+        if name in self.image.topics:
+            return E.TopicAlreadyExistsError.errno, f"Topic '{name}' already exists."
+        if num_partitions <= 0:
+            return E.InvalidPartitionsError.errno, "Number of partitions must be larger than 0."
+        if replication_factor <= 0:
+            return E.InvalidReplicationFactorError.errno, "Replication factor must be larger than 0."
+        live = [b.broker_id for b in self.image.live_brokers()]
+        if replication_factor > len(live):
+            return (E.InvalidReplicationFactorError.errno,
+                    f"Unable to replicate the partition {replication_factor} time(s): The target replication "
+                    f"factor of {replication_factor} cannot be reached because only {len(live)} broker(s) are "
+                    f"registered.")
+        why = config_error(configs)
+        if why:
+            return E.InvalidConfigurationError.errno, why
+        if validate_only:
+            return 0, None
+        topic_id = uuid.UUID(int=self.rng.getrandbits(128))
+        records: list[dict] = [{"type": "topic", "name": name, "topic_id": str(topic_id), "configs": dict(configs),
+                                "internal": internal}]
+        for i, replicas in enumerate(place(live, num_partitions, replication_factor, self.rng)):
+            records.append({"type": "partition", "topic_id": str(topic_id), "partition": i, "replicas": replicas,
+                            "isr": list(replicas), "leader": replicas[0], "leader_epoch": 0, "partition_epoch": 0})
+        self._commit(records)
+        return 0, None
+
+    def delete_topic(self, name: str) -> int:
+        t = self.image.topics.get(name)
+        if t is None:
+            return E.UnknownTopicOrPartitionError.errno
+        self._commit([{"type": "remove_topic", "topic_id": str(t.topic_id)}])
+        return 0

@@ -1,0 +1,48 @@
+"""The records of the cluster metadata log (KRaft's ``__cluster_metadata``), as small JSON documents.
+
+The metadata log is the only truth about the cluster: the controller appends these records, every broker applies
+them in order to its :class:`~reference_broker.metadata.image.MetadataImage`, and a restarted controller rebuilds
+its state by replaying them. Names follow Kafka's ``org.apache.kafka.common.metadata`` records; deliberate
+difference (GAPS.md): JSON values in ordinary v2 record batches instead of Kafka's binary ApiMessage records.
+
+| type            | Kafka record               | fields                                                              |
+|-----------------|----------------------------|---------------------------------------------------------------------|
+| register_broker | RegisterBrokerRecord       | broker_id, incarnation, host, port, repl_host, repl_port, rack, epoch |
+| fence_broker    | BrokerRegistrationChange   | broker_id, epoch (fenced=1)                                          |
+| unfence_broker  | BrokerRegistrationChange   | broker_id, epoch (fenced=-1)                                         |
+| topic           | TopicRecord (+ConfigRecord)| name, topic_id, configs                                              |
+| partition       | PartitionRecord            | topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch |
+| partition_change| PartitionChangeRecord      | the same fields, the partition's whole new state                    |
+| remove_topic    | RemoveTopicRecord          | topic_id                                                             |
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+METADATA_TOPIC = "__cluster_metadata"
+NO_LEADER = -1
+
+RECORD_TYPES = frozenset({"register_broker", "fence_broker", "unfence_broker", "topic", "partition",
+                          "partition_change", "remove_topic"})
+
+
+def encode_batch(records: list[dict], timestamp_ms: int) -> bytes:
+    """One v2 record batch holding ``records`` (JSON values, no keys); offsets are assigned by the log."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i, rec in enumerate(records):
+        assert rec["type"] in RECORD_TYPES, rec
+        b.append(i, timestamp=timestamp_ms, key=None, value=json.dumps(rec, sort_keys=True).encode(), headers=[])
+    return bytes(b.build())
+
+
+def decode_batches(data: bytes) -> Iterator[tuple[int, dict]]:
+    """(offset, record) for every record in ``data`` (whole batches as a log read or a Fetch returns them)."""
+    records = MemoryRecords(data)
+    while (batch := records.next_batch()) is not None:
+        for rec in batch:
+            yield rec.offset, json.loads(rec.value)

@@ -1,0 +1,437 @@
+"""BrokerNode: one broker process — its listener and handlers, its metadata image, replica manager, replica
+fetchers and group coordinator, and its link to the controller (Kafka's ``BrokerServer`` with
+``BrokerLifecycleManager`` and ``BrokerMetadataPublisher``).
+
+Lifecycle (KIP-631): listen; register with the controller (BrokerRegistration, retried while the controller
+refuses, e.g. DUPLICATE_BROKER_REGISTRATION during a previous incarnation's session); replicate the metadata log
+(Fetch on ``__cluster_metadata``) and apply it to the image and the replica manager; heartbeat every
+broker.heartbeat.interval.ms; READY once the controller unfenced it. While the controller is unreachable the node
+keeps serving with its last image. Admin requests that change metadata (CreateTopics, DeleteTopics, ElectLeaders,
+auto-creation) are forwarded to the controller, which answers once the live brokers applied them.
+
+Handlers in apis/ see this object (``ctx.broker``); the group coordinator and offset store see only narrow inputs.
+Threading rule: everything runs on the node's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafka import errors as E
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.consumer import FetchRequest
+
+from .client.protocol import Connection
+from .clock import Clock, make_rng
+from .config import BrokerConfig
+from .controller.messages import (
+    AlterPartitionRequest,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+)
+from .datadir import DataDirError, prepare_data_dir
+from .faults import Faults
+from .group_coordinator import GroupCoordinator
+from .log import batch as B
+from .metadata.image import BrokerRegistration, Delta, MetadataImage, PartitionState, TopicImage
+from .metadata.records import METADATA_TOPIC, NO_LEADER, decode_batches
+from .offset_store import OFFSETS_TOPIC, OffsetStore, partition_for
+from .partition import Partition
+from .replica_fetcher import ReplicaFetcherManager
+from .replica_manager import ReplicaManager
+from .server import Server
+from .topic_config import TOPIC_CONFIGS, topic_setting
+
+log = logging.getLogger("reference_broker.node")
+
+NOT_COORDINATOR = 16
+COORDINATOR_NOT_AVAILABLE = 15
+STALE_BROKER_EPOCH = 77
+DUPLICATE_BROKER_REGISTRATION = 101
+
+
+class NodeStartError(RuntimeError):
+    """The node could not join the cluster (controller unreachable, registration refused) in time."""
+
+
+def parse_address(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` or Kafka's ``PLAINTEXT://HOST:PORT``."""
+    value = value.split("://", 1)[-1].split(",", 1)[0].strip()
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+class ControllerLink:
+    """One connection to the controller, reopened on failure; RPCs on it are answered in order."""
+
+    def __init__(self, address: tuple[str, int], client_id: str) -> None:
+        self.address = address
+        self.client_id = client_id
+        self.conn: Connection | None = None
+
+    async def request(self, msg: Any, version: int, timeout: float) -> Any:
+        if self.conn is None or self.conn.closed:
+            self.conn = await Connection.connect(*self.address, client_id=self.client_id, timeout=3.0)
+        try:
+            return (await self.conn.request(msg, version, timeout=timeout)).body
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            conn, self.conn = self.conn, None
+            try:
+                await conn.close()
+            except Exception:
+                pass
+
+
+class BrokerNode:
+    def __init__(self, config: BrokerConfig, data_dir: Path | None, *, controller: tuple[str, int],
+                 clock: Clock | None = None, seed: int | None = None, faults: Faults | None = None) -> None:
+        self.config = config
+        self.faults = faults or Faults()
+        self.node_id: int = config["node.id"]
+        self.cluster_id: str = config["cluster.id"]
+        self.data_dir = data_dir
+        self.clock = clock or Clock()
+        self.rng = make_rng(seed)
+        self.controller_address = controller
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.image = MetadataImage()
+        self.broker_epoch = -1
+        self.fenced = True
+        self._unfenced = asyncio.Event()
+        self._next_producer_id = (self.node_id + 1) * 1_000_000_000
+        if data_dir is not None:
+            self._open_data_dir(data_dir)
+        self.replicas = ReplicaManager(self.node_id, config, self.clock, self.faults, data_dir, self._alter_isr)
+        self.replicas.on_leadership = self._on_leadership
+        self.fetchers = ReplicaFetcherManager(self.node_id, self._replica_address, self.replicas.followed,
+                                              config, self.clock,
+                                              self.faults.on("replication.ignore_diverging_epoch"))
+        self.replicas.on_follow = self.fetchers.update
+        self.groups = GroupCoordinator(config, self.clock, self.rng, self.faults,
+                                       OffsetStore(self, config["offsets.topic.num.partitions"], self.clock.wall_ms))
+        self.server = Server(self)
+        self._links = {name: ControllerLink(controller, f"broker-{self.node_id}-{name}")
+                       for name in ("metadata", "heartbeat", "rpc")}
+        self._tasks: list[asyncio.Task] = []
+        self._link_overrides = self._parse_links(config["replica.link.addresses"])
+
+    # -- data dir ---------------------------------------------------------------------------------------------
+
+    def _open_data_dir(self, d: Path) -> None:
+        prepare_data_dir(d)
+        meta = d / "node.json"
+        if meta.exists():
+            try:
+                doc = json.loads(meta.read_text())
+                self._next_producer_id = max(self._next_producer_id, int(doc["next_producer_id"]))
+            except (ValueError, KeyError, TypeError) as e:
+                raise DataDirError(f"{meta} is corrupt ({type(e).__name__}: {e}); refusing to start") from None
+
+    def _save_node_state(self) -> None:
+        if self.data_dir is None:
+            return
+        tmp = self.data_dir / "node.json.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"node_id": self.node_id, "next_producer_id": self._next_producer_id}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.data_dir / "node.json")
+
+    @staticmethod
+    def _parse_links(spec: str) -> dict[int, tuple[str, int]]:
+        out = {}
+        for part in filter(None, (x.strip() for x in spec.split(","))):
+            bid, _, addr = part.partition("=")
+            out[int(bid)] = parse_address(addr)
+        return out
+
+    # -- the cluster view handlers use ------------------------------------------------------------------------
+
+    @property
+    def topics(self) -> dict[str, TopicImage]:
+        return self.image.topics
+
+    @property
+    def topics_by_id(self) -> dict[uuid.UUID, TopicImage]:
+        return self.image.topics_by_id
+
+    def brokers(self) -> list[BrokerRegistration]:
+        """Live (unfenced) brokers with their advertised addresses, as Metadata lists them."""
+        return self.image.live_brokers()
+
+    @property
+    def controller_id(self) -> int:
+        """KRaft: clients cannot reach the controller; Metadata names a live broker instead (the lowest id)."""
+        live = self.image.live_brokers()
+        return live[0].broker_id if live else -1
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        """The local replica of a partition, if this broker hosts it."""
+        return self.replicas.get(topic, index)
+
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, int]:
+        """(local leader replica, error): UNKNOWN_TOPIC_OR_PARTITION when the cluster has no such partition,
+        NOT_LEADER_OR_FOLLOWER when this broker does not lead it."""
+        if self.image.partition(topic, index) is None:
+            return None, E.UnknownTopicOrPartitionError.errno
+        p = self.replicas.get(topic, index)
+        if p is None or not p.is_leader:
+            return p, E.NotLeaderForPartitionError.errno
+        return p, 0
+
+    def topic_setting(self, topic: str, key: str) -> Any:
+        t = self.image.topics.get(topic)
+        return topic_setting(t.configs if t else {}, self.config, key)
+
+    def next_producer_id(self) -> int:
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        self._save_node_state()
+        return pid
+
+    # -- requests to the controller ---------------------------------------------------------------------------
+
+    async def forward(self, request: Any, version: int, timeout: float = 30.0) -> Any:
+        """Send an admin request to the controller (KRaft forwarding) and return its answer body."""
+        if getattr(request, "_header", None) is None:
+            request._header = None        # a decoded request has no header slot set; encoding reads it
+        body = await self._links["rpc"].request(request, version, timeout)
+        body._header = None               # answered to our client with its own correlation id
+        return body
+
+    async def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                           configs: dict[str, str] | None = None) -> tuple[int, str | None]:
+        T = CreateTopicsRequest.CreatableTopic
+        req = CreateTopicsRequest(topics=[T(name=name, num_partitions=num_partitions,
+                                            replication_factor=replication_factor, assignments=[],
+                                            configs=[T.CreatableTopicConfig(name=k, value=v)
+                                                     for k, v in (configs or {}).items()])],
+                                  timeout_ms=30_000, validate_only=False)
+        try:
+            resp = await self.forward(req, 7)
+        except (OSError, TimeoutError, E.KafkaError) as e:
+            return E.RequestTimedOutError.errno, f"controller unreachable: {e}"
+        r = resp.topics[0]
+        return r.error_code, r.error_message
+
+    async def ensure_offsets_topic(self) -> int:
+        """Create ``__consumer_offsets`` on first use, as Kafka does on the first FindCoordinator; 0 or an error."""
+        if OFFSETS_TOPIC in self.image.topics:
+            return 0
+        rf = min(self.config["offsets.topic.replication.factor"], max(1, len(self.image.live_brokers())))
+        err, _ = await self.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], rf,
+                                         {"cleanup.policy": "compact"})
+        if err not in (0, E.TopicAlreadyExistsError.errno):
+            return COORDINATOR_NOT_AVAILABLE
+        return 0
+
+    async def coordinator_error(self, group_id: str) -> int:
+        """0 when this broker coordinates ``group_id``, else NOT_COORDINATOR (or COORDINATOR_NOT_AVAILABLE)."""
+        err = await self.ensure_offsets_topic()
+        if err:
+            return err
+        return 0 if self.groups.owns(group_id) else NOT_COORDINATOR
+
+    def coordinator_for(self, group_id: str) -> PartitionState | None:
+        t = self.image.topics.get(OFFSETS_TOPIC)
+        if t is None:
+            return None
+        return t.partitions[partition_for(group_id, len(t.partitions))]
+
+    async def _alter_isr(self, p: Partition, new_isr: list[int]) -> tuple[int, PartitionState | None]:
+        T = AlterPartitionRequest.TopicData
+        req = AlterPartitionRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch, topics=[
+            T(topic_id=p.topic_id, partitions=[T.PartitionData(partition_index=p.index, leader_epoch=p.leader_epoch,
+                                                               new_isr=new_isr, partition_epoch=p.partition_epoch)])])
+        resp = await self._links["rpc"].request(req, 0, timeout=10.0)
+        pd = resp.topics[0].partitions[0]
+        if pd.error_code:
+            return pd.error_code, None
+        return 0, PartitionState(p.topic, p.topic_id, p.index, p.replicas, list(pd.isr), pd.leader_id,
+                                 pd.leader_epoch, pd.partition_epoch)
+
+    # -- offsets partitions (the OffsetStore's narrow interface) ----------------------------------------------
+
+    def append(self, index: int, batch: bytes) -> int:
+        p = self.replicas.get(OFFSETS_TOPIC, index)
+        if p is None or not p.is_leader:
+            raise RuntimeError(f"not the leader of {OFFSETS_TOPIC}-{index}")
+        res = p.append_as_leader(batch, B.parse_header(batch), self.clock.wall_ms())
+        if res.error:
+            raise RuntimeError(f"append to {OFFSETS_TOPIC}-{index} failed with error {res.error}")
+        p.log.flush()
+        return p.log.log_end_offset
+
+    def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        p = self.replicas.get(OFFSETS_TOPIC, index)
+        if p is None or offset >= p.log.log_end_offset:
+            return b"", offset
+        return p.log.read(offset, max_bytes, p.log.log_end_offset, True).data, p.log.log_end_offset
+
+    def log_start(self, index: int) -> int:
+        p = self.replicas.get(OFFSETS_TOPIC, index)
+        return p.log.log_start_offset if p is not None else 0
+
+    def _on_leadership(self, p: Partition, leader: bool) -> None:
+        if p.topic != OFFSETS_TOPIC:
+            return
+        if leader:
+            self.groups.load_partition(p.index)
+        else:
+            self.groups.unload_partition(p.index)
+
+    # -- replication addresses --------------------------------------------------------------------------------
+
+    def _replica_address(self, broker_id: int) -> tuple[str, int] | None:
+        if broker_id in self._link_overrides:
+            return self._link_overrides[broker_id]
+        b = self.image.brokers.get(broker_id)
+        return (b.repl_host, b.repl_port) if b is not None else None
+
+    # -- lifecycle (BrokerLifecycleManager) -------------------------------------------------------------------
+
+    def advertised(self) -> tuple[str, int]:
+        adv = self.config["advertised.listeners"]
+        return parse_address(adv) if adv else (self.host, self.port)
+
+    async def start(self, host: str, port: int, ready_timeout: float = 60.0) -> int:
+        """Listen, join the cluster and wait until unfenced; returns the bound port."""
+        self.port = await self.server.start(host, port)
+        self.host = host
+        self.incarnation = uuid.UUID(int=self.rng.getrandbits(128))
+        try:
+            await asyncio.wait_for(self._register(), ready_timeout)
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self._metadata_loop(), name="metadata"),
+                           loop.create_task(self._heartbeat_loop(), name="heartbeat")]
+            if self.data_dir is not None:
+                self._tasks.append(loop.create_task(self._flush_loop(), name="flush"))
+            self.replicas.start()
+            await asyncio.wait_for(self._unfenced.wait(), ready_timeout)
+        except TimeoutError:
+            raise NodeStartError(f"broker {self.node_id}: not unfenced by the controller at "
+                                 f"{self.controller_address[0]}:{self.controller_address[1]} within "
+                                 f"{ready_timeout:.0f} s") from None
+        return self.port
+
+    async def _register(self) -> None:
+        host, port = self.advertised()
+        last = None
+        while True:
+            req = BrokerRegistrationRequest(broker_id=self.node_id, cluster_id=self.cluster_id,
+                                            incarnation_id=self.incarnation, host=host, port=port,
+                                            replication_host=self.host, replication_port=self.port, rack=None)
+            try:
+                resp = await self._links["heartbeat"].request(req, 0, timeout=5.0)
+                if resp.error_code == 0:
+                    self.broker_epoch = resp.broker_epoch
+                    log.info("broker %d registered with epoch %d", self.node_id, self.broker_epoch)
+                    return
+                if resp.error_code != DUPLICATE_BROKER_REGISTRATION:
+                    raise NodeStartError(f"broker {self.node_id}: registration refused with error "
+                                         f"{resp.error_code} ({E.for_code(resp.error_code).__name__})")
+                last = "a previous incarnation's session is still live"
+            except (OSError, TimeoutError, E.KafkaError) as e:
+                last = f"controller unreachable: {e}"
+            log.info("broker %d: registration retry (%s)", self.node_id, last)
+            await self.clock.sleep(0.2)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config["broker.heartbeat.interval.ms"] / 1000
+        while True:
+            req = BrokerHeartbeatRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                                         current_metadata_offset=self.image.offset + 1, want_fence=False,
+                                         want_shut_down=False)
+            try:
+                resp = await self._links["heartbeat"].request(req, 0, timeout=max(interval, 2.0))
+                if resp.error_code == STALE_BROKER_EPOCH:
+                    log.warning("broker %d: stale broker epoch; registering again", self.node_id)
+                    await self._register()
+                elif resp.error_code == 0:
+                    self.fenced = resp.is_fenced
+                    if not self.fenced:
+                        self._unfenced.set()
+            except (OSError, TimeoutError, E.KafkaError) as e:
+                log.debug("broker %d: heartbeat failed: %s", self.node_id, e)
+            await self.clock.sleep(min(interval, 0.1) if self.fenced else interval)
+
+    async def _metadata_loop(self) -> None:
+        """Replicate the metadata log from the controller and publish each batch of changes (MetadataPublisher)."""
+        T = FetchRequest.FetchTopic
+        while True:
+            req = FetchRequest(replica_id=self.node_id, max_wait_ms=500, min_bytes=1, max_bytes=8 << 20,
+                               isolation_level=0, session_id=0, session_epoch=-1, topics=[T(topic=METADATA_TOPIC,
+                               partitions=[T.FetchPartition(partition=0, current_leader_epoch=-1,
+                                                            fetch_offset=self.image.offset + 1, last_fetched_epoch=-1,
+                                                            log_start_offset=-1, partition_max_bytes=8 << 20)])],
+                               forgotten_topics_data=[], rack_id="")
+            try:
+                resp = await self._links["metadata"].request(req, 12, timeout=10.0)
+            except (OSError, TimeoutError, E.KafkaError) as e:
+                log.debug("broker %d: metadata fetch failed: %s", self.node_id, e)
+                await self.clock.sleep(0.2)
+                continue
+            pd = resp.responses[0].partitions[0]
+            if pd.error_code or not pd.records:
+                if pd.error_code:
+                    await self.clock.sleep(0.2)
+                continue
+            try:
+                self.publish(bytes(pd.records))
+            except Exception:   # a bug in applying must be loud, and must not stop replication of metadata
+                log.exception("broker %d: applying metadata failed", self.node_id)
+                await self.clock.sleep(0.2)
+
+    def publish(self, data: bytes) -> None:
+        delta = Delta()
+        for offset, rec in decode_batches(data):
+            self.image.apply(offset, rec, delta)
+        if delta:
+            self.replicas.apply_delta(self.image, delta)
+
+    async def _flush_loop(self) -> None:
+        """Kafka's log flusher: every log.flush.scheduler.interval.ms, flush logs whose flush.ms is due."""
+        interval = self.config["log.flush.scheduler.interval.ms"] / 1000
+        while True:
+            await self.clock.sleep(interval)
+            self.replicas.maybe_flush()
+
+    async def controlled_shutdown(self, timeout: float = 5.0) -> None:
+        """Ask the controller to move leaderships away first (WantShutDown), so clients fail over at once."""
+        req = BrokerHeartbeatRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                                     current_metadata_offset=self.image.offset + 1, want_fence=True,
+                                     want_shut_down=True)
+        try:
+            await self._links["rpc"].request(req, 0, timeout=timeout)
+        except (OSError, TimeoutError, E.KafkaError):
+            pass
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.fetchers.stop()
+        await self.server.stop()
+        for link in self._links.values():
+            await link.close()
+        self.replicas.close()
+
+
+__all__ = ["NO_LEADER", "TOPIC_CONFIGS", "BrokerNode", "DataDirError", "NodeStartError", "parse_address"]
