@@ -96,7 +96,7 @@ def _attributes(toxic: Toxic, attrs: Any) -> Toxic:
         attrs = {}
     attrs = _object(attrs, "attributes")
     hints = typing.get_type_hints(type(toxic))
-    names = {f.name for f in dataclasses.fields(toxic)}  # type: ignore[arg-type]
+    names = {f.name for f in dataclasses.fields(toxic) if not f.name.startswith("_")}  # type: ignore[arg-type]
     out = copy.copy(toxic)
     for key, value in attrs.items():
         if key not in names:
