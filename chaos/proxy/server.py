@@ -322,6 +322,8 @@ class Proxy:
         """Listen (Toxiproxy's start): on failure answer 500 with the listen error, stay disabled."""
         if self.enabled:
             return
+        if not self.listen:  # Go listens on "" as any address, any port; we stay on loopback
+            self.listen = "127.0.0.1:0"
         try:
             host, port = split_address(self.listen)
         except ValueError as e:
