@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 NAMES = st.sampled_from(["a", "b", "p-1", "kafka", "x y", "ü", "%2F", ""]) | st.text(max_size=8)
 TOXIC_TYPES = st.sampled_from(["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer",
                                "limit_data", "kafka", "nope", ""])
-SCALARS = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | st.text(max_size=6)
+SCALARS = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6)
 JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6),
                                                                                          inner, max_size=3),
                     max_leaves=8)
