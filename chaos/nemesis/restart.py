@@ -1,0 +1,19 @@
+"""restart: a graceful stop + start of one broker; nothing to undo at the end."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from .base import Context, Fault, PlanInput
+
+
+class RestartNemesis:
+    kind = "restart"
+
+    def plan(self, rng: random.Random, where: PlanInput) -> dict[str, Any]:
+        return {"broker": rng.choice(list(where.brokers))}
+
+    def bind(self, params: dict[str, Any], ctx: Context) -> Fault:
+        b = params["broker"]
+        return Fault(self.kind, params, lambda: ctx.target.restart(b), lambda: None)
