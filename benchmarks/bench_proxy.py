@@ -3,7 +3,7 @@
 Same run, same machine, alternating direct and proxied repeats, medians reported. Each side gets its own fresh
 memory-mode reference broker in its own process; the proxy runs in its own process (`python -m chaos proxy
 serve`), so neither shares the client's GIL. The proxied broker advertises the proxy's address so the client
-never bypasses it (a stopgap in this script, `--_broker`, until the broker has advertised.listeners).
+never bypasses it (the broker's `advertised.listeners` setting).
 
     .venv/bin/python benchmarks/bench_proxy.py [--repeats 5] [--messages 20000] [--size 1024] [--pings 2000]
 
@@ -31,29 +31,11 @@ sys.path.insert(0, str(ROOT))  # this checkout's chaos/ and reference_broker/, n
 API_VERSIONS_V0 = b"\x00\x00\x00\x0b\x00\x12\x00\x00\x00\x00\x00\x01\x00\x01x"
 
 
-def _broker_main(advertise: str) -> None:
-    """Child mode: a reference broker that advertises `advertise` (host:port) instead of its own address."""
-    from reference_broker.broker import Broker
-    from reference_broker.config import BrokerConfig
-    from reference_broker.faults import Faults
-    from reference_broker.server import Server
-
-    async def main() -> None:
-        broker = Broker(BrokerConfig.from_pairs(["num.partitions=1"]), None, seed=1, faults=Faults([]))
-        server = Server(broker)
-        port = await server.start("127.0.0.1", 0)
-        host, _, aport = advertise.rpartition(":")
-        broker.host, broker.port = (host, int(aport)) if advertise else ("127.0.0.1", port)
-        print(f"READY 127.0.0.1:{port}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await server.stop()
-        broker.close()
-
-    asyncio.run(main())
+def _broker_argv(advertise: str) -> list[str]:
+    """A reference broker (memory) that advertises ``advertise`` (the proxy) when given, else itself."""
+    argv = [sys.executable, "-m", "reference_broker", "serve", "--listen", "127.0.0.1:0", "--memory",
+            "--config", "num.partitions=1"]
+    return argv + (["--config", f"advertised.listeners={advertise}"] if advertise else [])
 
 
 class Child:
@@ -147,20 +129,16 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--pings", type=int, default=2000)
     ap.add_argument("--json", action="store_true", help="print the result as JSON too")
-    ap.add_argument("--_broker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args._broker is not None:
-        _broker_main(args._broker)
-        return 0
 
     from chaos.faults import ToxiproxyClient
 
     children: list[Child] = []
     try:
         proxy_port = _free_port()
-        direct = Child([sys.executable, __file__, "--_broker", ""])
+        direct = Child(_broker_argv(""))
         children.append(direct)
-        proxied = Child([sys.executable, __file__, "--_broker", f"127.0.0.1:{proxy_port}"])
+        proxied = Child(_broker_argv(f"127.0.0.1:{proxy_port}"))
         children.append(proxied)
         api = Child([sys.executable, "-m", "chaos", "proxy", "serve", "--api", "127.0.0.1:0"])
         children.append(api)

@@ -6,19 +6,20 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from _embedded_broker import EmbeddedBroker
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from chaos.proxy import ProxyServer
+from fixtures.reference import ReferenceTarget
+from reference_broker.cluster import free_port
 from reference_broker.client.protocol import Connection
 
 FETCH, METADATA, OFFSET_COMMIT = 1, 3, 8
 
 
 class KafkaProxy:
-    def __init__(self, server: ProxyServer, broker: EmbeddedBroker, proxy) -> None:
+    def __init__(self, server: ProxyServer, broker: ReferenceTarget, proxy) -> None:
         self.server, self.broker, self.proxy = server, broker, proxy
         self.bootstrap = proxy.listen
 
@@ -28,12 +29,15 @@ class KafkaProxy:
 
 
 @pytest.fixture
-def kafka_proxy(toxiproxy, proxy_server) -> Iterator[KafkaProxy]:
-    broker = EmbeddedBroker("num.partitions=1", "group.initial.rebalance.delay.ms=0").start()
+def kafka_proxy(toxiproxy, proxy_server, tmp_path) -> Iterator[KafkaProxy]:
+    listen, upstream = free_port(), free_port()
+    proxy = toxiproxy.create(upstream=f"127.0.0.1:{upstream}", listen=f"127.0.0.1:{listen}", name="kafka")
+    # The broker advertises the proxy (advertised.listeners), so clients never bypass it.
+    broker = ReferenceTarget({"memory": "true", "port": str(upstream), "kafka.num.partitions": "1",
+                              "kafka.group.initial.rebalance.delay.ms": "0",
+                              "kafka.advertised.listeners": f"127.0.0.1:{listen}"}, work_dir=tmp_path)
     try:
-        proxy = toxiproxy.create(upstream=broker.address, name="kafka")
-        host, port = proxy.listen.rsplit(":", 1)
-        broker.advertise(host, int(port))  # clients never bypass the proxy
+        broker.start()
         yield KafkaProxy(proxy_server, broker, proxy)
     finally:
         broker.stop()
