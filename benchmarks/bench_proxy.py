@@ -13,11 +13,9 @@ Goals (issue 10): proxied throughput >= 0.8x direct; p99 added latency < 1 ms.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
-import signal
 import socket
 import statistics
 import subprocess

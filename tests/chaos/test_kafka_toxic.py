@@ -12,8 +12,8 @@ from kafka.protocol.metadata import MetadataRequest
 
 from chaos.proxy import ProxyServer
 from fixtures.reference import ReferenceTarget
-from reference_broker.cluster import free_port
 from reference_broker.client.protocol import Connection
+from reference_broker.cluster import free_port
 
 FETCH, METADATA, OFFSET_COMMIT = 1, 3, 8
 
