@@ -178,8 +178,14 @@ async def test_reads_never_pass_reported_high_watermark(wire, evidence):
 
 @pytest.mark.rule("FETCH-HW-CAP")
 @pytest.mark.requires_capability("replication", "pause_broker")
-async def test_consumer_read_capped_at_hw_while_follower_lags(target, wire, evidence):
+async def test_consumer_read_capped_at_hw_while_follower_lags(replicated_target, wire_factory, evidence):
     """HW < LEO needs a follower that has not caught up: pause one, append with acks=1, read as a consumer."""
+    target = replicated_target
+    async with await wire_factory(target=target) as wire:
+        await _read_capped_at_hw(target, wire, evidence)
+
+
+async def _read_capped_at_hw(target, wire, evidence) -> None:
     topic = await wire.create_topic(partitions=1, replication_factor=len(target.broker_ids))
     md = await wire.metadata([topic])
     part = md[topic]["partitions"][0]
