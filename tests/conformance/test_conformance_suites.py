@@ -80,11 +80,29 @@ FAULTS = [
     ("offsets.forget_on_restart", OFFSETS, "survive_restart or round_trip", "OFFSETS-DURABLE",
      {"OFFSETS-COMMIT-ROUNDTRIP"}),
     ("produce.ignore_min_insync", ISR_HW, "min_insync or hw_views", "ACKS-ALL-MIN-ISR", {"HW-CONSISTENT-VIEWS"}),
+    # replication rules, each on a fresh 3-broker reference cluster
+    ("isr.hw_is_leader_leo", ISR_HW, "min_leo_over_isr", "HW-MIN-LEO-ISR", set()),
+    ("isr.never_shrink", ISR_HW, "shrinks_after_lag", "ISR-SHRINK-LAG", set()),
+    ("isr.shrink_early", ISR_HW, "shrinks_after_lag", "ISR-SHRINK-LAG", set()),
+    ("isr.never_expand", ISR_HW, "shrinks_after_lag", "ISR-EXPAND", set()),
+    ("produce.ignore_min_insync", ISR_HW, "refused_after_isr_shrinks", "ACKS-ALL-AFTER-SHRINK", set()),
+    ("produce.acks_all_ok_after_shrink", ISR_HW, "shrinks_while_waiting", "ACKS-ALL-AFTER-APPEND", set()),
+    ("replication.truncate_to_hw", ISR_HW, "across_failover", "HW-FAILOVER", set()),
+    ("replication.ignore_diverging_epoch", ISR_HW, "truncates_by_leader_epoch", "TRUNCATE-BY-EPOCH", set()),
 ]
 
 
+def test_isr_hw_suite_passes_on_the_reference_cluster(tmp_path: Path) -> None:
+    """Every ISR/HW rule runs (none skipped) and passes: the replication rules on fresh 3-broker clusters."""
+    doc = run_suites(tmp_path, [ISR_HW])
+    outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
+    assert all(o == "pass" for o, _ in outcomes.values()), outcomes
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "isr_hw"}
+    assert declared == set(by_rule(doc)) and len(declared) == 10, declared
+
+
 @pytest.mark.parametrize(("fault", "suite", "select", "diverges", "still_pass"), FAULTS,
-                         ids=[f[0] for f in FAULTS])
+                         ids=[f"{f[0]}-{f[3]}" for f in FAULTS])
 def test_fault_switch_shows_as_divergence(tmp_path: Path, fault: str, suite: str, select: str, diverges: str,
                                           still_pass: set[str]) -> None:
     doc = run_suites(tmp_path, [suite], "-k", select, "--target-config", f"faults={fault}", name=fault)
