@@ -14,7 +14,7 @@ from itertools import islice
 from operator import itemgetter, sub
 from typing import Any
 
-from .checkers import ANOMALIES, CheckResult, _op_ref, acceptable
+from .anomalies import ANOMALIES, CheckResult, _op_ref, acceptable
 
 _MISSING = object()
 _PREV_VALUE = itemgetter(1)

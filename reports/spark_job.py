@@ -27,8 +27,6 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import itemgetter
 
 if __package__ in (None, ""):  # run as a script by spark-submit: import from the project root, and do not let
     # this directory's modules (reports/html.py) shadow the standard library's.
@@ -39,52 +37,16 @@ if __package__ in (None, ""):  # run as a script by spark-submit: import from th
 from history.io import CorruptLineWarning, read_bytes  # noqa: E402
 from history.schema import HistoryError  # noqa: E402
 from reports.analysis import PartVerdict, RunVerdict, part_verdicts  # noqa: E402
-from reports.checkers import acceptable  # noqa: E402
+from reports.anomalies import acceptable  # noqa: E402
+from reports.latency import LAT_BINS, LAT_EDGES_NS, latency_histograms  # noqa: E402,F401 - re-exported
 
 HISTORY_GLOB = "*.{jsonl,gz,parquet,pq}"
-# Latency histogram bins: edges at 10^(3 + i/4) ns, i = 0..32 (1 microsecond .. 100 s); last bin is open.
-LAT_BINS = 33
-LAT_EDGES_NS = [10 ** (3 + i / 4) for i in range(LAT_BINS)]
-_EDGES = tuple(LAT_EDGES_NS)
-
 RESULT_SCHEMA = (
     "run_id string, target string, nemesis string, settings string, path string, kind string, key string, "
     "n_ops long, anomaly_counts map<string,long>, bad array<string>, cases string, lin_model string, "
     "lin_verdict string, lin_elapsed_s double, counterexample string, error string, skipped_lines long, "
     "lat_send array<long>, lat_poll array<long>"
 )
-
-
-_LAT_FIELDS = itemgetter("process", "type", "f", "time_ns")
-_TYPE_CODE = {"invoke": 0, "ok": 1}
-_F_CODE = {"send": 0, "poll": 1}
-
-
-def latency_histograms(ops: list[dict]) -> tuple[list[int], list[int]]:
-    """Histograms of ok send and ok poll latencies (invoke -> completion) over LAT_EDGES_NS.
-
-    A completion pairs with its process's operation just before it when that one is an invoke (what a dict of
-    calls in flight per process gives), found for all operations at once by a stable sort on the process."""
-    import numpy as np
-
-    if not ops:
-        return [0] * LAT_BINS, [0] * LAT_BINS
-    n = len(ops)
-    proc, typ, f, t = zip(*map(_LAT_FIELDS, ops), strict=True)
-    proc = np.fromiter(proc, dtype=np.int64, count=n)
-    t = np.fromiter(t, dtype=np.int64, count=n)
-    typ = np.fromiter(map(_TYPE_CODE.get, typ, repeat(2)), dtype=np.int8, count=n)  # C-level lookups, no ==
-    f = np.fromiter(map(_F_CODE.get, f, repeat(2)), dtype=np.int8, count=n)
-    order = np.argsort(proc, kind="stable")
-    prev, cur = order[:-1], order[1:]
-    paired = (proc[prev] == proc[cur]) & (typ[prev] == 0) & (typ[cur] == 1)
-    out = []
-    for code in (0, 1):  # send, poll
-        sel = paired & (f[cur] == code)
-        lat = t[cur[sel]] - t[prev[sel]]
-        bins = np.maximum(np.searchsorted(_EDGES, lat, side="right") - 1, 0)
-        out.append(np.bincount(bins, minlength=LAT_BINS).tolist())
-    return out[0], out[1]
 
 
 # ---------------------------------------------------------------- executor side
