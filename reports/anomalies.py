@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from .evidence import bounded
+
 ANOMALIES = (
     "lost-write",
     "duplicate",
@@ -82,13 +84,14 @@ class CheckResult:
         return not self.bad
 
     def summary(self, n: int = 8) -> dict:
-        """The N most interesting cases per anomaly plus counts (full cases stay in ``anomalies``)."""
+        """The N most interesting cases per anomaly plus counts (full cases stay in ``anomalies``); the cases'
+        evidence bounded (:func:`reports.evidence.bounded`)."""
         return {
             "valid": self.valid,
             "bad": sorted(self.bad),
             "acceptable_found": sorted(self.found & self.acceptable),
             "counts": self.counts,
-            "cases": {a: _most_interesting(a, c)[:n] for a, c in self.anomalies.items() if c},
+            "cases": {a: bounded(_most_interesting(a, c)[:n]) for a, c in self.anomalies.items() if c},
         }
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from history.columns import RecordColumns
+from history.columns import RecordColumns, with_pending_sends
 from history.schema import key_of
 
 from .anomalies import ACCEPTABLE, ANOMALIES, CheckResult, _op_ref, acceptable
@@ -145,6 +145,8 @@ class _Columns:
         self.ops = ops
         if cols is None or cols.n_ops != len(ops):
             cols = RecordColumns.collect(ops)
+        if cols.pending:  # sends invoked and never completed: indeterminate, exactly like info sends
+            cols = with_pending_sends(ops, cols)
         self.n_polled = len(cols.p_offset)
         self._build(cols)
 

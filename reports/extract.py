@@ -84,7 +84,7 @@ class _Pairs:
         self.key = key
         self.by_off: dict[Any, tuple[Any, int]] = {}  # offset -> (value, id) of the first pair seen there
         self.more: dict[tuple, int] = {}  # (offset, value) -> id of the other pairs (inconsistent offsets)
-        self.read_input = ("read", key)
+        self.read_input = ("read", key)  # a read without a fetch position
         self.sent: set = set()  # values of ok sends
         self.first_read: dict[Any, tuple[Any, Any]] = {}  # value -> (offset, ret) of the first read of a new pair
 
@@ -110,7 +110,11 @@ class _Pairs:
 
 
 def log_operations(ops: Sequence[dict]) -> list[Operation]:
-    """Appends and reads of every partition, paired invoke -> completion."""
+    """Appends and reads of every partition, paired invoke -> completion.
+
+    A send invoked and never completed is treated exactly as an info send (it may have happened at any time
+    after its invoke). A poll with ``positions`` gives, per listed partition, a read ``("read", key, position)``
+    whose output may be empty (nothing at or after the position); other reads are ``("read", key)``."""
     tables: dict[tuple, _Pairs] = {}  # (topic, partition) -> its pairs, built once per partition
     by_key: dict[str, _Pairs] = {}
 
@@ -124,24 +128,45 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
             tables[tp] = tab
         return tab
 
-    calls: dict[int, int] = {}
+    calls: dict[int, dict] = {}  # process -> its invoke in flight
     out: list[Operation] = []
     info_sends: list[tuple] = []
     last_ret = -INF
     rets_sorted = True  # the reads' returns never go backwards (as the contract's times do not)
+
+    def indeterminate(inv: dict) -> None:
+        """A send invoke that never completed: an info send (kept below only if some poll read it)."""
+        if inv["f"] != "send":
+            return
+        sv = inv["value"]
+        for r in sv["records"] if "records" in sv else (sv,):
+            tab = table((r["topic"], r["partition"]))
+            info_sends.append((inv["process"], tab, r["value"], None, inv["time_ns"], inv["index"]))
+
     for op in ops:
         typ = op["type"]
         if typ == "invoke":
-            calls[op["process"]] = op["time_ns"]
+            prev = calls.get(op["process"])
+            if prev is not None:
+                indeterminate(prev)
+            calls[op["process"]] = op
             continue
         t = op["time_ns"]
         p = op["process"]
-        call = calls.pop(p, t)
+        inv = calls.pop(p, None)
+        call = t if inv is None else inv["time_ns"]
         f = op["f"]
         if f == "poll":
             if typ != "ok":
                 continue
-            recs = op["value"]["records"]
+            pv = op["value"]
+            recs = pv["records"]
+            if "positions" in pv:
+                if t < last_ret:
+                    rets_sorted = False
+                last_ret = t
+                _positioned_reads(pv, p, call, t, op["index"], table, out)
+                continue
             if not recs:
                 continue
             if t < last_ret:
@@ -200,6 +225,9 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
                     out.append(_new(Operation, (p, ("append", tab.key, v, pid), off, call, t, op["index"])))
                 else:
                     info_sends.append((p, tab, v, off, call, op["index"]))
+    calls.pop(-1, None)
+    for inv in calls.values():  # invokes the run ended on
+        indeterminate(inv)
     if info_sends:
         # An info send somebody read happened, at the offset the poll saw it, and before that poll returned.
         # Bounding its return there is sound (a later linearization point would make the read illegal) and keeps
@@ -222,6 +250,29 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
                 off = hit[0]
                 out.append(_new(Operation, (p, ("append", tab.key, v, tab.pid(off, v)), off, call, hit[1], ref)))
     return out
+
+
+def _positioned_reads(pv: dict, p: int, call: Any, t: Any, ref: int, table: Any, out: list[Operation]) -> None:
+    """The reads of a poll that recorded its fetch positions: one per partition read or listed."""
+    groups: dict[Any, list] = {}
+    for r in pv["records"]:
+        tab = table((r["topic"], r["partition"]))
+        prs = groups.get(tab)
+        if prs is None:
+            prs = groups[tab] = []
+        off, v = r["offset"], r["value"]
+        e = tab.by_off.get(off)
+        prs.append((off, v, e[1] if e is not None and (e[0] is v or e[0] == v) else tab.read_pid(off, v, t)))
+    positions = {}
+    for k, pos in pv["positions"].items():
+        topic, _, part = k.rpartition("/")
+        tab = table((topic, int(part)))
+        positions[tab] = pos
+        groups.setdefault(tab, [])
+    for tab, prs in groups.items():
+        pos = positions.get(tab)
+        inp = tab.read_input if pos is None else ("read", tab.key, pos)
+        out.append(_new(Operation, (p, inp, tuple(prs), call, t, ref)))
 
 
 def _seen_by_reads(reads: list[Operation], wanted: set[tuple]) -> dict[tuple, tuple]:

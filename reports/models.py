@@ -5,7 +5,13 @@ The extraction of their operations from a history is :mod:`reports.extract` (re-
 ``PARTITION_LOG``: each topic-partition is a log. ``append(value) -> offset`` is legal iff the offset is past every
 offset already in the log (offsets strictly increase; holes are allowed, as transactions leave them), encoded as
 "the n-th append has the n-th smallest offset" so that a wrong order fails at once; a poll is a
-read of ``(offset, value)`` pairs, legal iff each pair is in the log. Failed sends are dropped; info sends are
+read of ``(offset, value)`` pairs, legal iff each pair is in the log. A poll that recorded its fetch position ``p``
+for the partition (history/schema.py) says more: its first record is the first one in the log at or after ``p``,
+and an empty read means the log held nothing at or after ``p`` (a consumer past the end legitimately reads
+nothing; one below an offset acknowledged before it began does not: a stale read). The log's records at or after
+``p`` are the appends ranked at or above ``below(p)``, the number of appends with a smaller offset, so an empty
+read is legal iff the count of appends linearized is at most ``below(p)``; a non-empty one that skipped an append
+between ``p`` and its first record never is. Sends invoked and never completed count as info sends. Failed sends are dropped; info sends are
 kept (with the offset a poll saw them at) only if some poll read them, since an unread info send may or may not
 have happened and an append nobody read is indistinguishable from a hole.
 
@@ -15,9 +21,11 @@ unknown before the first commit reads as ``None``.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
+from .evidence import short_repr
 from .extract import log_operations, offset_operations
 from .linearizability import NOT_LEGAL, Kernel, Model, Operation
 
@@ -34,6 +42,8 @@ def _log_step(state: tuple[int, int], inp: tuple, out: Any) -> tuple[bool, Any]:
         # in offset order, so the n-th append linearized must be the one with the n-th smallest offset.
         if inp[4] == count:
             return True, (count + 1, mask | (1 << inp[3]))
+        return False, state
+    if len(inp) > 3 and count > inp[3]:  # a positioned read (after rank_appends): records past ``upto``
         return False, state
     for _off, _v, pid in out:
         if not (mask >> pid) & 1:
@@ -58,8 +68,23 @@ def _log_is_read(inp: tuple) -> bool:
 
 def _log_describe(inp: tuple, out: Any) -> str:
     if inp[0] == "append":
-        return f"append {inp[1]} {inp[2]!r} -> offset {out}"
-    return f"read {inp[1]} " + " ".join(f"{o}:{v!r}" for o, v, _ in out)
+        return f"append {inp[1]} {short_repr(inp[2])} -> offset {out}"
+    pairs = " ".join(f"{o}:{short_repr(v)}" for o, v, _ in out)
+    if len(inp) > 2 and inp[2] is not None:
+        return f"read {inp[1]} from {inp[2]}: {pairs or 'nothing'}"
+    return f"read {inp[1]} {pairs}"
+
+
+def _upto(offs: list, pos: int, out: Any, n: int) -> int:
+    """The most appends a read from fetch position ``pos`` allows (``offs``: the part's append offsets, sorted):
+    ``below(pos)`` for an empty read, none (-1) for one whose first record skipped an append, else ``n``."""
+    below = bisect_left(offs, pos)
+    if not out:
+        return below
+    first = out[0][0]
+    if first >= pos and bisect_left(offs, first) > below:
+        return -1
+    return n
 
 
 def _log_state(state: tuple[int, int]) -> str:
@@ -76,12 +101,22 @@ def rank_appends(ops: list[Operation]) -> list[Operation]:
             offsets.setdefault(op.input[1], []).append(op.output)
     rank: dict[str, dict[int, int]] = {}
     for k, offs in offsets.items():
+        offs.sort()
         r: dict[int, int] = {}
-        for i, o in enumerate(sorted(offs)):
+        for i, o in enumerate(offs):
             r.setdefault(o, i)
         rank[k] = r
-    return [Operation(op.client, (*op.input[:4], rank[op.input[1]][op.output]), op.output, op.call, op.ret, op.ref)
-            if op.input[0] == "append" else op for op in ops]
+    n = len(ops)
+    out = []
+    for op in ops:
+        inp = op.input
+        if inp[0] == "append":
+            op = Operation(op.client, (*inp[:4], rank[inp[1]][op.output]), op.output, op.call, op.ret, op.ref)
+        elif len(inp) > 2 and inp[2] is not None:
+            op = Operation(op.client, (*inp[:3], _upto(offsets.get(inp[1], []), inp[2], op.output, n)), op.output,
+                           op.call, op.ret, op.ref)
+        out.append(op)
+    return out
 
 
 def _log_compile(ops: Sequence[Operation]) -> Kernel:
@@ -92,6 +127,7 @@ def _log_compile(ops: Sequence[Operation]) -> Kernel:
     n = len(ops)
     appends: list[tuple] = []  # (offset, position, pair id)
     reads: list[tuple] = []  # (position, pairs)
+    positioned: list[tuple] = []  # (position, fetch position, pairs)
     key = keys = None
     for i, op in enumerate(ops):
         inp = op.input
@@ -105,6 +141,8 @@ def _log_compile(ops: Sequence[Operation]) -> Kernel:
                     key = inp[1]
         else:
             reads.append((i, op.output))
+            if len(inp) > 2 and inp[2] is not None:
+                positioned.append((i, inp[2], op.output))
     if keys == 2 or len({a[0] for a in appends}) != len(appends):
         return _log_bits_kernel(ops)
     appends.sort()  # by offset (all distinct): by rank
@@ -125,12 +163,23 @@ def _log_compile(ops: Sequence[Operation]) -> Kernel:
         except KeyError:
             t = n
         past[i] = t
+    if positioned:
+        upto = [n] * n  # a read's most appends (positioned reads only; see _upto)
+        offs = [a[0] for a in appends]
+        for i, pos, pairs in positioned:
+            upto[i] = _upto(offs, pos, pairs, n)
 
-    def step(count: int, i: int) -> Any:
-        r = ranks[i]
-        if r < 0:
-            return count if count > past[i] else NOT_LEGAL
-        return count + 1 if r == count else NOT_LEGAL
+        def step(count: int, i: int) -> Any:
+            r = ranks[i]
+            if r < 0:
+                return count if past[i] < count <= upto[i] else NOT_LEGAL
+            return count + 1 if r == count else NOT_LEGAL
+    else:
+        def step(count: int, i: int) -> Any:
+            r = ranks[i]
+            if r < 0:
+                return count if count > past[i] else NOT_LEGAL
+            return count + 1 if r == count else NOT_LEGAL
 
     return Kernel(0, step, state_of_set=True)
 
@@ -141,6 +190,7 @@ def _log_bits_kernel(ops: Sequence[Operation]) -> Kernel:
     ranked = rank_appends(list(ops))
     ranks = [-1] * n  # -1: a read
     bits = [0] * n
+    upto = [n] * n  # a read's most appends (see _upto)
     for i, op in enumerate(ranked):
         inp = op.input
         if inp[0] == "append":
@@ -151,12 +201,14 @@ def _log_bits_kernel(ops: Sequence[Operation]) -> Kernel:
             for _off, _v, pid in op.output:
                 need |= 1 << pid
             bits[i] = need
+            if len(inp) > 3:
+                upto[i] = inp[3]
 
     def step(state: tuple[int, int], i: int) -> Any:
         r = ranks[i]
         if r < 0:
             need = bits[i]
-            return state if state[1] & need == need else NOT_LEGAL
+            return state if state[1] & need == need and state[0] <= upto[i] else NOT_LEGAL
         if r == state[0]:
             return (r + 1, state[1] | bits[i])
         return NOT_LEGAL

@@ -102,8 +102,12 @@ def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float
                         warnings.simplefilter("always", CorruptLineWarning)
                         runs = read_bytes(data, path, skip_corrupt=skip_corrupt)
                     skipped = sum(1 for w in caught if issubclass(w.category, CorruptLineWarning))
-                except HistoryError as e:
-                    rows.append({"path": path, "kind": "error", "key": "", "n_ops": 0, "error": str(e),
+                    if not runs:  # a 0-byte file (or one of blank lines) is an error, as in the CLI, never ignored
+                        raise HistoryError("no runs: the file is empty (0 bytes)" if not data else
+                                           "no runs in this file", path=path)
+                except (HistoryError, RecursionError) as e:
+                    err = str(e) if isinstance(e, HistoryError) else f"{path}: input nested too deeply to check"
+                    rows.append({"path": path, "kind": "error", "key": "", "n_ops": 0, "error": err,
                                  "skipped_lines": 0, "anomaly_counts": {}, "bad": []})
                     continue
                 for h in runs:
@@ -306,7 +310,10 @@ def run_job(
                              F.count(F.when(~F.col("path").startswith("file:"), 1)).alias("remote")).first()
         n_files = counts["n"]
         files = listing.select("path") if counts["remote"] == 0 else listing.select("path", "content")
+        empty = _empty_files(listing, n_files)
         if n_files == 0:
+            if empty:
+                raise HistoryError(f"no runs: every history file at {histories} is empty (0 bytes)")
             raise HistoryError(f"no history files (.jsonl, .jsonl.gz, .parquet) at {histories}")
         prog.say(f"{n_files} history files")
         def _process(it: Iterator) -> Iterator:
@@ -320,6 +327,7 @@ def run_job(
         prog.say(f"checked {n_rows} (run, part) groups in {timings['check_s']:.1f}s")
 
         errors = [r.asDict() for r in results.filter(F.col("kind") == "error").select("path", "error").collect()]
+        errors += [{"path": p, "error": f"{p}: no runs: the file is empty (0 bytes)"} for p in empty]
         if errors and not skip_corrupt:
             results.unpersist()
             listing = "; ".join(e["error"] for e in errors[:5])
@@ -451,6 +459,18 @@ def run_job(
             prog.say(f"HTML report: {path}")
         timings["total_s"] = time.monotonic() - t0
     return res
+
+
+def _empty_files(listing, n_listed: int) -> list[str]:  # noqa: ANN001
+    """The 0-byte files the listing matched: Spark's file sources drop them from the rows (a 0-byte file has no
+    splits) but its file index still names them. Each is an error row, as in the CLI, never silently ignored."""
+    from urllib.parse import urlparse
+
+    every = listing.inputFiles()
+    if len(every) <= n_listed:
+        return []
+    listed = {urlparse(r["path"]).path for r in listing.select("path").collect()}
+    return sorted(p for p in every if urlparse(p).path not in listed)
 
 
 def _timeline(spark, run: dict, results) -> dict:  # noqa: ANN001
