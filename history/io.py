@@ -31,8 +31,11 @@ from .columns import _OFFSET, _PARTITION, _TOPIC, _VALUE, RecordColumns, _offset
 from .schema import COMPLETIONS, NEMESIS_PROCESS, TYPES, HistoryError, dumps, validate_header, validate_op
 
 # orjson reads an integer beyond 64 bits as a float (10**40 and 10**40 + 1 become the same value, a false
-# duplicate). Text with a run of 20 digits (every such integer has one) is parsed by the standard library, which
-# keeps integers exact; NaN and Infinity, which it would accept and orjson does not, are refused as orjson does.
+# duplicate). The fast path parses with orjson and takes no float it cannot be sure of (every field where such an
+# integer could hide is checked for an exact class, and a float value of 2**63 or more makes it doubt), so those
+# lines reach the exact path, where text with a run of 20 digits (every such integer has one) is parsed by the
+# standard library, which keeps integers exact; NaN and Infinity, which it would accept and orjson does not, are refused as orjson
+# does. (Searching every block for such a run cost more than parsing it.)
 _BIG_INT = re.compile(r"\d{20}")
 
 
@@ -47,11 +50,6 @@ def _loads_exact(text: str | bytes) -> Any:
     return json.loads(text, parse_constant=_no_constant)
 
 
-def _loads_all(texts: list) -> list:
-    """Parse many texts at once (one C-level map), integers of any size exact."""
-    if _BIG_INT.search("\n".join(texts)) is None:
-        return list(map(_loads, texts))
-    return list(map(_loads_exact, texts))
 
 
 
@@ -89,6 +87,7 @@ class History:
 _TYPES = frozenset(TYPES)
 _OP_COLUMNS = ("run_id", "index", "time_ns", "process", "type", "f", "value")
 _SCALAR_CLASSES = frozenset((str, int, float, bool, type(None)))
+_BIG_FLOAT = 9.2e18  # a float this large may be an integer beyond 64 bits that orjson could not hold
 
 
 def _plainly_valid(op: Any) -> bool:
@@ -350,6 +349,7 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
     isinstance checks where they differ, never looser. One loop of plain subscripts and comparisons with no call
     per operation or record, because this is where a reader spends its time once the lines are parsed."""
     _int, _str, _dict, _list, _type, scalars = int, str, dict, list, type, _SCALAR_CLASSES
+    _float, big = float, _BIG_FLOAT
     (_, k_index, k_time, k_process, k_type, k_f, k_value, k_records, k_topic, k_partition, k_offset, k_group,
      k_offsets, k_partitions, k_topics, k_positions) = keys
     last_i, last_t, in_flight = rb.last_index, rb.last_time, rb.in_flight
@@ -396,6 +396,8 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                         or _type(v[k_value]) not in scalars
                         or (k_offset in v and v[k_offset] is not None and _type(v[k_offset]) is not _int)):
                     raise _Doubt
+                if _type(v[k_value]) is _float and not -big < v[k_value] < big:
+                    raise _Doubt
                 if gather and typ != "invoke":
                     st(v[k_topic])
                     sp(v[k_partition])
@@ -415,6 +417,8 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                     raise _Doubt
                 if _type(r[k_value]) is not _int:
                     all_int = False
+                    if _type(r[k_value]) is _float and not -big < r[k_value] < big:
+                        raise _Doubt
             if gather and typ != "invoke":
                 stx(map(_TOPIC, recs))
                 spx(map(_PARTITION, recs))
@@ -439,7 +443,8 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                             or _type(r[k_offset]) is not _int):
                         raise _Doubt
                     if _type(r[k_value]) is not _int:
-                        if _type(r[k_value]) not in scalars:
+                        if _type(r[k_value]) not in scalars or (
+                                _type(r[k_value]) is _float and not -big < r[k_value] < big):
                             raise _Doubt
                         all_int = False
                 if gather and recs:
@@ -537,7 +542,7 @@ class _LineReader:
             # (e.g. one of spaces only) gives the block to the exact path.
             if "" in block:
                 block = [x for x in block if x]
-            runs.add_objects(_loads_all(block))
+            runs.add_objects(list(map(_loads, block)))
         except _GIVE_UP:
             runs.rollback()
             return False
@@ -777,7 +782,7 @@ def _fast_arrow(table, young_gc: bool) -> list[History]:  # noqa: ANN001
     for b in range(0, len(rids), _BLOCK_LINES):
         e = b + _BLOCK_LINES
         block = raws[b:e]
-        vals = _loads_all(block) if None not in block else [None if r is None else _loads_exact(r) for r in block]
+        vals = list(map(_loads, block)) if None not in block else [None if r is None else _loads(r) for r in block]
         runs.add_ops([{k0: r, k1: i, k2: t, k3: p, k4: ty, k5: f, k6: v} for r, i, t, p, ty, f, v in zip(
             rids[b:e], idxs[b:e], times[b:e], procs[b:e], typs[b:e], fs[b:e], vals, strict=True)])
         if young_gc:
