@@ -8,7 +8,10 @@ Encoding (history/schema.py is the contract; additions here are plain extra ``f`
 - ``send`` — records we produce carry a unique integer value; the payload bytes are that integer in ASCII,
   padded with ``.`` to the size a check asks for, so a fetched record maps back to its write.
 - ``poll`` — only for real consumer polls that continue from the previous position (kafka-python,
-  confluent-kafka, the reference Consumer).
+  confluent-kafka, the reference Consumer). ``positions`` (the contract's per-partition fetch offsets, which make
+  empty reads evidence) are recorded only where the client can vouch for them: the reference Consumer's
+  ``history_positions()`` after each poll. kafka-python and librdkafka fetch in the background and may reset a
+  position inside ``poll``, so an empty poll of theirs proves nothing and their polls carry no ``positions``.
 - ``fetch`` — a raw Fetch request at explicit offsets (checks re-read and jump on purpose, so these are not
   polls): invoke ``{partitions: {"t/0": offset}, max_wait_ms, min_bytes}``, ok ``{records: [...], errors: {...}}``.
 - ``list_offsets`` invoke ``{topic, partition, timestamp}``, ok adds ``offset``; ``delete_records`` invoke

@@ -26,7 +26,7 @@ class RecordColumns:
     send completion: ok, info or fail), and the operations that reset a consumer's position tracking."""
 
     __slots__ = ("n_ops", "p_topic", "p_partition", "p_offset", "p_value", "p_ops",
-                 "s_topic", "s_partition", "s_value", "s_offset", "s_ops", "events", "values_all_int")
+                 "s_topic", "s_partition", "s_value", "s_offset", "s_ops", "events", "values_all_int", "pending")
 
     def __init__(self, values_all_int: bool = False) -> None:
         self.n_ops = 0
@@ -43,6 +43,8 @@ class RecordColumns:
         self.s_offset: list[int | None] = []  # None when the completion gave no offset
         self.s_ops: list[tuple[int, int, str, int]] = []  # (position, process, type, records) per send completion
         self.events: list[tuple[int, int, str, object]] = []  # (position, process, f, value): assign, subscribe, crash
+        # positions of invokes that never got a completion: indeterminate, exactly like info (history/schema.py)
+        self.pending: list[int] = []
 
     @classmethod
     def collect(cls, ops: Sequence[dict]) -> RecordColumns:
@@ -52,10 +54,17 @@ class RecordColumns:
         st, sp, sv, so = c.s_topic.append, c.s_partition.append, c.s_value.append, c.s_offset.append
         stx, spx, svx, sox = c.s_topic.extend, c.s_partition.extend, c.s_value.extend, c.s_offset.extend
         p_ops, s_ops, events = c.p_ops.append, c.s_ops.append, c.events.append
+        in_flight: dict[int, int] = {}  # process -> position of its invoke
+        pending = c.pending.append
         for pos, op in enumerate(ops):
             typ = op["type"]
             if typ == "invoke":
+                prev = in_flight.get(op["process"])
+                if prev is not None:  # the earlier invoke never completed (possible after skipped lines)
+                    pending(prev)
+                in_flight[op["process"]] = pos
                 continue
+            in_flight.pop(op["process"], None)
             f = op["f"]
             if f == "poll":
                 if typ == "ok":
@@ -87,4 +96,66 @@ class RecordColumns:
             elif f == "crash":
                 events((pos, op["process"], f, None))
         c.n_ops = len(ops)
+        in_flight.pop(-1, None)  # nemesis events are outside the invoke/completion protocol
+        c.pending.extend(in_flight.values())
+        c.pending.sort()
         return c
+
+
+def pending_invokes(ops: Sequence[dict]) -> list[int]:
+    """Positions of the invokes that never got a completion (a later invoke of the same process, or the end of
+    the run, came first): indeterminate operations, exactly like ``info``."""
+    in_flight: dict[int, int] = {}
+    out: list[int] = []
+    for pos, op in enumerate(ops):
+        p = op["process"]
+        if op["type"] == "invoke":
+            prev = in_flight.get(p)
+            if prev is not None:
+                out.append(prev)
+            in_flight[p] = pos
+        else:
+            in_flight.pop(p, None)
+    in_flight.pop(-1, None)
+    out.extend(in_flight.values())
+    out.sort()
+    return out
+
+
+def with_pending_sends(ops: Sequence[dict], c: RecordColumns) -> RecordColumns:
+    """``c`` with every send invoke in ``c.pending`` added as an ``info`` send at its position (a copy; ``c`` is
+    left alone). Cheap when they are at the end of the run, as when the run ended or clients crashed."""
+    adds = [pos for pos in c.pending if ops[pos]["f"] == "send"]
+    if not adds:
+        return c
+    new = RecordColumns(c.values_all_int)
+    for name in RecordColumns.__slots__:
+        setattr(new, name, getattr(c, name))
+    new.s_topic, new.s_partition, new.s_value, new.s_offset, new.s_ops = (
+        list(c.s_topic), list(c.s_partition), list(c.s_value), list(c.s_offset), list(c.s_ops))
+    from bisect import bisect_left
+    from itertools import accumulate
+
+    if c.s_ops and adds[0] < c.s_ops[-1][0]:
+        at = [e[0] for e in c.s_ops]
+        rows = [0, *accumulate(e[3] for e in c.s_ops)]
+    else:
+        at = rows = None
+    for pos in reversed(adds):  # from the end, so earlier insertion points stay valid
+        op = ops[pos]
+        v = op["value"]
+        recs = v["records"] if "records" in v else [v]
+        if at is None:
+            k, row = len(new.s_ops), len(new.s_topic)
+        else:
+            k = bisect_left(at, pos)
+            row = rows[k]
+        new.s_topic[row:row] = list(map(_TOPIC, recs))
+        new.s_partition[row:row] = list(map(_PARTITION, recs))
+        new.s_value[row:row] = list(map(_VALUE, recs))
+        new.s_offset[row:row] = [None] * len(recs)
+        new.s_ops[k:k] = [(pos, op["process"], "info", len(recs))]
+        if new.values_all_int and any(x.__class__ is not int for x in map(_VALUE, recs)):
+            new.values_all_int = False
+    return new
+

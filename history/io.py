@@ -13,6 +13,7 @@ import gzip
 import io
 import json
 import os
+import re
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -29,9 +30,41 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
 from .columns import _OFFSET, _PARTITION, _TOPIC, _VALUE, RecordColumns, _offset_or_none
 from .schema import COMPLETIONS, NEMESIS_PROCESS, TYPES, HistoryError, dumps, validate_header, validate_op
 
+# orjson reads an integer beyond 64 bits as a float (10**40 and 10**40 + 1 become the same value, a false
+# duplicate). Text with a run of 20 digits (every such integer has one) is parsed by the standard library, which
+# keeps integers exact; NaN and Infinity, which it would accept and orjson does not, are refused as orjson does.
+# A block of lines is tested for such a run at once (digits mapped to "0" by bytes.translate, then one substring
+# search: about 0.7 GB/s, where a regular expression managed 67 MB/s); a single line by a regular expression.
+_BIG_INT = re.compile(r"\d{20}")
+_DIGITS = bytes(48 if 48 <= i <= 57 else 120 for i in range(256))  # digit -> "0", anything else -> "x"
+_DIGIT_RUN = b"0" * 20
+
+
+def _big_ints(texts: list) -> bool:
+    """Whether any of ``texts`` (str) has a run of 20 digits."""
+    return _DIGIT_RUN in "\n".join(texts).encode("utf-8", "surrogatepass").translate(_DIGITS)
+
+
+def _no_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+
+def _loads_exact(text: str | bytes) -> Any:
+    """``_loads`` with integers of any size kept exact."""
+    if _BIG_INT.search(text) is None:
+        return _loads(text)
+    return json.loads(text, parse_constant=_no_constant)
+
+
+
+
 
 class CorruptLineWarning(UserWarning):
     """A corrupt line was skipped because the caller asked for ``skip_corrupt``."""
+
+
+class IndeterminateWarning(UserWarning):
+    """After a skipped line, an operation was left without its completion: it is indeterminate, like ``info``."""
 
 
 @dataclass
@@ -60,6 +93,7 @@ class History:
 _TYPES = frozenset(TYPES)
 _OP_COLUMNS = ("run_id", "index", "time_ns", "process", "type", "f", "value")
 _SCALAR_CLASSES = frozenset((str, int, float, bool, type(None)))
+_BIG_FLOAT = 9.2e18  # a float this large may be an integer beyond 64 bits that orjson could not hold
 
 
 def _plainly_valid(op: Any) -> bool:
@@ -79,8 +113,9 @@ def _plainly_valid(op: Any) -> bool:
         if f == "poll":
             if typ != "ok":
                 return True  # a poll invoke or an unsuccessful poll carries nothing the contract checks
-            recs = op["value"]["records"]
-            if recs.__class__ is not list:
+            v = op["value"]
+            recs = v["records"]
+            if recs.__class__ is not list or "positions" in v:
                 return False
             for r in recs:
                 if (r.__class__ is not dict or r["topic"].__class__ is not str
@@ -112,7 +147,11 @@ class _RunBuilder:
         self.in_flight: dict[int, str] = {}
         self.cols: RecordColumns | None = RecordColumns(values_all_int=True)  # None once the exact path added ops
 
-    def add(self, op: dict) -> None:
+    def add(self, op: dict, lenient: bool = False) -> None:
+        """Append ``op`` after the cross-line checks. ``lenient`` (a corrupt line was skipped before, so a
+        completion may be missing): an invoke on a process with one in flight leaves that one without a
+        completion, which makes it indeterminate, like ``info``, instead of rejecting every later operation of
+        the process."""
         self.cols = None  # the exact path does not gather columns: the checker gathers its own for this run
         idx, t = op["index"], op["time_ns"]
         if idx <= self.last_index:
@@ -123,7 +162,10 @@ class _RunBuilder:
         if p != NEMESIS_PROCESS:
             if typ == "invoke":
                 if p in self.in_flight:
-                    raise HistoryError(f"process {p} invokes {f} while {self.in_flight[p]} is in flight")
+                    if not lenient:
+                        raise HistoryError(f"process {p} invokes {f} while {self.in_flight[p]} is in flight")
+                    warnings.warn(f"process {p}: {self.in_flight[p]} left without a completion (indeterminate)",
+                                  IndeterminateWarning, stacklevel=4)
                 self.in_flight[p] = f
             else:
                 pending = self.in_flight.pop(p, None)
@@ -133,6 +175,22 @@ class _RunBuilder:
                     raise HistoryError(f"{typ} {f} on process {p} completes an invoke of {pending}")
         self.last_index, self.last_time = idx, t
         self.hist.ops.append(op)
+
+
+def _last_invokes(ops: list[dict], in_flight: dict[int, str]) -> list[int]:
+    """Positions of the invokes still in flight at the end of a run (each its process's last operation), found
+    from the end backwards: usually a few operations from the end, at worst one pass."""
+    want = set(in_flight)
+    want.discard(NEMESIS_PROCESS)
+    out = []
+    pos = len(ops)
+    while want and pos:
+        pos -= 1
+        p = ops[pos]["process"]
+        if p in want:
+            want.discard(p)
+            out.append(pos)
+    return sorted(out)
 
 
 def _header_fields(hist: History, body: dict) -> None:
@@ -175,7 +233,7 @@ _dict_has = dict.__contains__
 # per key name, so lookups with these very objects match by identity and skip comparing characters; where a
 # parser does not cache (the standard library), they are merely equal strings and lookups work as usual.
 _KEY_NAMES = ("run_id", "index", "time_ns", "process", "type", "f", "value", "records", "topic", "partition",
-              "offset", "group", "offsets", "partitions", "topics")
+              "offset", "group", "offsets", "partitions", "topics", "positions")
 _KEY_TEMPLATE = "{" + ",".join(f'"{k}":0' for k in _KEY_NAMES) + "}"
 
 
@@ -223,6 +281,7 @@ class _Runs:
             h = rb.hist
             if rb.cols is not None:
                 rb.cols.n_ops = len(h.ops)
+                rb.cols.pending = _last_invokes(h.ops, rb.in_flight)
                 h.columns = rb.cols
             out.append(h)
         return out
@@ -296,8 +355,9 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
     isinstance checks where they differ, never looser. One loop of plain subscripts and comparisons with no call
     per operation or record, because this is where a reader spends its time once the lines are parsed."""
     _int, _str, _dict, _list, _type, scalars = int, str, dict, list, type, _SCALAR_CLASSES
+    _float, big = float, _BIG_FLOAT
     (_, k_index, k_time, k_process, k_type, k_f, k_value, k_records, k_topic, k_partition, k_offset, k_group,
-     k_offsets, k_partitions, k_topics) = keys
+     k_offsets, k_partitions, k_topics, k_positions) = keys
     last_i, last_t, in_flight = rb.last_index, rb.last_time, rb.in_flight
     pending = in_flight.pop
     # The checker's columns (history.columns), gathered here while each record is at hand: C-level maps per
@@ -342,6 +402,8 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                         or _type(v[k_value]) not in scalars
                         or (k_offset in v and v[k_offset] is not None and _type(v[k_offset]) is not _int)):
                     raise _Doubt
+                if _type(v[k_value]) is _float and not -big < v[k_value] < big:
+                    raise _Doubt
                 if gather and typ != "invoke":
                     st(v[k_topic])
                     sp(v[k_partition])
@@ -361,6 +423,8 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                     raise _Doubt
                 if _type(r[k_value]) is not _int:
                     all_int = False
+                    if _type(r[k_value]) is _float and not -big < r[k_value] < big:
+                        raise _Doubt
             if gather and typ != "invoke":
                 stx(map(_TOPIC, recs))
                 spx(map(_PARTITION, recs))
@@ -369,15 +433,24 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                 s_ops((pos, p, typ, len(recs)))
         elif f == "poll":
             if typ == "ok":
-                recs = op[k_value][k_records]
+                v = op[k_value]
+                recs = v[k_records]
                 if _type(recs) is not _list:
                     raise _Doubt
+                if k_positions in v:
+                    positions = v[k_positions]
+                    if _type(positions) is not _dict:
+                        raise _Doubt
+                    for k, o in positions.items():
+                        if "/" not in k or _type(o) is not _int or o < 0:
+                            raise _Doubt
                 for r in recs:
                     if (_type(r[k_topic]) is not _str or _type(r[k_partition]) is not _int
                             or _type(r[k_offset]) is not _int):
                         raise _Doubt
                     if _type(r[k_value]) is not _int:
-                        if _type(r[k_value]) not in scalars:
+                        if _type(r[k_value]) not in scalars or (
+                                _type(r[k_value]) is _float and not -big < r[k_value] < big):
                             raise _Doubt
                         all_int = False
                 if gather and recs:
@@ -431,6 +504,7 @@ class _LineReader:
         self.young_gc = young_gc  # collect the youngest generation after each block (see _gc_paused)
         self.runs = _Runs()
         self.skipped_invokes: set[tuple[str, int]] = set()
+        self.skipped = False  # a line was skipped (skip_corrupt): pairing is lenient from then on
         self.lineno = 0  # lines read so far
 
     def histories(self) -> list[History]:
@@ -474,7 +548,7 @@ class _LineReader:
             # (e.g. one of spaces only) gives the block to the exact path.
             if "" in block:
                 block = [x for x in block if x]
-            runs.add_objects(list(map(_loads, block)))
+            runs.add_objects(list(map(_loads_exact if _big_ints(block) else _loads, block)))
         except _GIVE_UP:
             runs.rollback()
             return False
@@ -494,9 +568,13 @@ class _LineReader:
                 continue
             try:
                 try:
-                    obj = _loads(line)
+                    obj = _loads_exact(line)
                 except json.JSONDecodeError as e:
                     raise HistoryError(f"corrupt or truncated JSON ({e.msg} at column {e.colno})") from None
+                except RecursionError:
+                    raise HistoryError("JSON nested too deeply") from None
+                except ValueError as e:  # e.g. an integer beyond the interpreter's digit limit
+                    raise HistoryError(f"unreadable JSON ({e})") from None
                 if isinstance(obj, dict) and "header" in obj:
                     body = validate_header(obj)
                     rb = runs.get(obj["run_id"])
@@ -517,16 +595,17 @@ class _LineReader:
                         stacklevel=2,
                     )
                     continue
-                rb.add(op)
+                rb.add(op, lenient=self.skipped)
             except HistoryError as e:
                 if not skip_corrupt:
                     raise HistoryError(e.reason, line=lineno, path=path) from None
                 warnings.warn(f"{path or 'history'}:{lineno}: skipped: {e.reason}", CorruptLineWarning, stacklevel=2)
+                self.skipped = True
                 try:  # remember a skipped invoke so its completion is dropped too
-                    o = json.loads(line)
+                    o = _loads_exact(line)
                     if isinstance(o, dict) and o.get("type") == "invoke":
                         skipped_invokes.add((o.get("run_id"), o.get("process")))
-                except (json.JSONDecodeError, TypeError):
+                except (json.JSONDecodeError, TypeError, RecursionError):
                     pass
 
 
@@ -709,7 +788,10 @@ def _fast_arrow(table, young_gc: bool) -> list[History]:  # noqa: ANN001
     for b in range(0, len(rids), _BLOCK_LINES):
         e = b + _BLOCK_LINES
         block = raws[b:e]
-        vals = list(map(_loads, block)) if None not in block else [None if r is None else _loads(r) for r in block]
+        if None in block:
+            vals = [None if r is None else _loads_exact(r) for r in block]
+        else:
+            vals = list(map(_loads_exact if _big_ints(block) else _loads, block))
         runs.add_ops([{k0: r, k1: i, k2: t, k3: p, k4: ty, k5: f, k6: v} for r, i, t, p, ty, f, v in zip(
             rids[b:e], idxs[b:e], times[b:e], procs[b:e], typs[b:e], fs[b:e], vals, strict=True)])
         if young_gc:
@@ -739,9 +821,11 @@ def _from_arrow_exact(table, *, path: str | None, skip_corrupt: bool) -> list[Hi
         try:
             raw = d["value"][i]
             try:
-                value = _loads(raw) if raw is not None else None
+                value = _loads_exact(raw) if raw is not None else None
             except json.JSONDecodeError as e:
                 raise HistoryError(f"value is corrupt JSON ({e.msg})") from None
+            except RecursionError:
+                raise HistoryError("value is JSON nested too deeply") from None
             op = {
                 "run_id": d["run_id"][i],
                 "index": d["index"][i],

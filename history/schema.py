@@ -24,13 +24,23 @@ One operation per JSON line (one Parquet row with the same columns, ``value`` st
 - ``type`` is Jepsen's: ``invoke`` starts an operation; ``ok`` = it happened, ``fail`` = it certainly did not
   happen, ``info`` = outcome unknown (timeout, crash: it may or may not have happened). A completion (ok/fail/info)
   follows the invoke of the same process with the same ``f``; a process has at most one operation in flight.
+  An invoke with no completion (the client crashed, the run ended, or with ``skip_corrupt`` its completion line
+  was damaged) is indeterminate exactly like ``info``: it may have taken effect at any time after its invoke.
+  Every checker treats the two alike.
 - ``f`` and ``value``:
 
   ``send``      invoke ``{topic, partition, key, value}``; ok adds ``offset``. A batch is
                 ``{records: [{topic, partition, key, value}, ...]}`` and its ok gives each record an ``offset``.
                 Values are unique per run, so each write is identifiable.
   ``poll``      invoke ``{}`` (or ``{max_records: n}``); ok ``{records: [{topic, partition, offset, key, value}, ...]}``
-                in the order the client returned them.
+                in the order the client returned them, and optionally ``positions: {"t/0": 12, ...}``: per
+                partition, the fetch position the poll read from, listed only where the recorder knows an answer
+                for that partition came back during this poll. A listed partition's records are what the log
+                held from that position on: the first one is the first record at or after it, and none at all
+                means nothing was there yet (below the high watermark). That makes empty reads evidence (a
+                stale read of an offset acknowledged long before is caught); a position past the end reading
+                nothing is legal. Polls without ``positions`` (every file written before it existed) say nothing
+                about what they did not read.
   ``assign``    ``{partitions: ["t/0", ...]}``: replaces the consumer's partitions (Jepsen's ``:assign``).
   ``subscribe`` ``{topics: ["t", ...]}``: the group decides which partitions (Jepsen's ``:subscribe``).
   ``commit``    ``{group, offsets: {"t/0": 12, ...}}``: commit of the next offset to read.
@@ -175,6 +185,8 @@ def validate_value(f: str, typ: str, value: Any) -> None:
                 raise HistoryError("poll ok needs records")
             for r in value["records"]:
                 _check_record(r, completed=True, polled=True)
+            if "positions" in value:
+                check_positions(value["positions"])
     elif f == "assign":
         _need(isinstance(value, dict) and isinstance(value.get("partitions"), list), "assign needs partitions")
         for k in value["partitions"]:
@@ -191,6 +203,15 @@ def validate_value(f: str, typ: str, value: Any) -> None:
             for k, o in offs.items():
                 if "/" not in k or not (o is None or _is_int(o)):
                     raise HistoryError(f"{f} offsets map 'topic/partition' to int")
+
+
+def check_positions(positions: Any) -> None:
+    """A poll's ``positions``: ``{"topic/partition": fetch offset}`` (non-negative integers)."""
+    if not isinstance(positions, dict):
+        raise HistoryError("poll positions must map 'topic/partition' to an offset")
+    for k, o in positions.items():
+        if "/" not in k or o.__class__ is not int or o < 0:
+            raise HistoryError("poll positions map 'topic/partition' to a non-negative integer offset")
 
 
 _TYPES = frozenset(TYPES)

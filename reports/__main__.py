@@ -1,7 +1,7 @@
 """``python -m reports SUBCOMMAND``: check histories, run the Spark job, convert to and from Jepsen EDN.
 
 Subcommands register themselves in :data:`SUBCOMMANDS` (name -> (help, add_arguments, run)); add one by
-appending there. Exit codes: 0 all good, 1 a check found a problem, 2 bad arguments or unreadable input.
+appending there. Exit codes are in :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,12 @@ import sys
 from collections.abc import Callable
 
 from history.schema import HistoryError
+
+EXIT_CODES = """exit codes:
+  0  valid: every run checked, no anomaly these settings forbid, every linearizability part ok
+  1  anomalies found: some run is invalid (an anomaly or an illegal linearizability verdict)
+  2  could not check: bad arguments, unreadable or empty input, a linearizability budget exhausted (unknown)
+     with nothing found, or an internal error; a crash is never 1"""
 
 
 def _add_check(p: argparse.ArgumentParser) -> None:
@@ -27,14 +33,20 @@ def _add_check(p: argparse.ArgumentParser) -> None:
 def _run_check(args: argparse.Namespace) -> int:
     from history import read
     from reports.checkers import analyze
-    from reports.linearizability import ILLEGAL
+    from reports.linearizability import ILLEGAL, UNKNOWN
     from reports.models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_operations
 
     if args.budget <= 0:
         raise HistoryError("--budget must be positive")
     status = 0
+    unknown = False
     out = []
-    for h in read(args.path, skip_corrupt=args.skip_corrupt):
+    runs = read(args.path, skip_corrupt=args.skip_corrupt)
+    if not runs:
+        empty = os.path.isfile(args.path) and os.path.getsize(args.path) == 0
+        raise HistoryError("no runs: the file is empty (0 bytes)" if empty else "no runs in this file",
+                           path=args.path)
+    for h in runs:
         res = analyze(h.ops, h.settings, h.columns)
         lin = {}
         for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations)):
@@ -49,6 +61,7 @@ def _run_check(args: argparse.Namespace) -> int:
             }
         valid = res.valid and all(v["verdict"] != ILLEGAL for v in lin.values())
         status = max(status, 0 if valid else 1)
+        unknown = unknown or any(v["verdict"] == UNKNOWN for v in lin.values())
         out.append({"run_id": h.run_id, "target": h.target, "nemesis": h.nemesis, "ops": len(h.ops),
                     "valid": valid, "anomalies": res.summary(args.cases), "linearizability": lin})
     if args.json:
@@ -56,6 +69,9 @@ def _run_check(args: argparse.Namespace) -> int:
     else:
         for r in out:
             a = r["anomalies"]
+            if not r["ops"]:
+                print(f"run {r['run_id']} ({r['target']}): no operations")
+                continue
             print(f"run {r['run_id']} ({r['target']}, {r['ops']} ops): {'VALID' if r['valid'] else 'INVALID'}")
             for name, n in sorted(a["counts"].items()):
                 tag = "" if name in a["bad"] else " (acceptable here)"
@@ -72,6 +88,9 @@ def _run_check(args: argparse.Namespace) -> int:
                           f"(after {cex['prefix_completions']} completions); window:")
                     for w in cex["window"][:10]:
                         print(f"      p{w['client']} [{w['call']}..{w['ret']}] {w['op']}")
+    if status == 0 and unknown:
+        print("some linearizability parts are unknown (budget exhausted): could not check", file=sys.stderr)
+        return 2
     return status
 
 
@@ -85,7 +104,10 @@ def _run_spark(args: argparse.Namespace) -> int:
     from reports.spark_job import run_from_args
 
     res = run_from_args(args)
-    return 0 if all(r["valid"] for r in res.runs) and not res.errors else 1
+    if not all(r["valid"] for r in res.runs):
+        return 1
+    unknown = any("unknown" in (r["lin_partition_log"], r["lin_committed_offsets"]) for r in res.runs)
+    return 2 if res.errors or unknown else 0
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:
@@ -178,16 +200,19 @@ SUBCOMMANDS["conformance"] = ("conformance results JSON (one per target run) -> 
                               _add_conformance, _run_conformance)
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0],
+                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_, add, run) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
+        p = sub.add_parser(name, help=help_, description=help_, epilog=EXIT_CODES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         add(p)
         p.set_defaults(func=run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a subcommand; returns its exit code (:data:`EXIT_CODES`: anything unexpected is 2, never 1)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
@@ -196,6 +221,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as e:
         print(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("error: input nested too deeply to check", file=sys.stderr)
+        return 2
+    except Exception:  # a crash is "could not check", not a verdict about the system
+        import traceback
+
+        traceback.print_exc()
+        print("error: internal error (above): could not check", file=sys.stderr)
         return 2
 
 

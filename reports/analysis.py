@@ -79,9 +79,10 @@ def split_parts(ops: Sequence[dict]) -> list[tuple[str, str, list[dict]]]:
             if src is None or src["type"] != "ok":
                 continue
             by_tp = poll_groups.pop(j, None)
+            positions = src["value"].get("positions")
             if by_tp is None:
                 recs = src["value"]["records"]
-                if not recs:
+                if not recs and not positions:
                     continue
                 by_tp = {}
                 cur = None
@@ -94,6 +95,9 @@ def split_parts(ops: Sequence[dict]) -> list[tuple[str, str, list[dict]]]:
                         if group is None:
                             group = by_tp[tp] = []
                     group.append(r)
+                for k in positions or ():  # a positioned partition is part of the poll even if it read nothing
+                    topic, _, part = k.rpartition("/")
+                    by_tp.setdefault((topic, int(part)), [])
                 if typ == "invoke":
                     poll_groups[j] = by_tp
             whole = typ == "invoke" or len(by_tp) == 1  # the op itself serves every part (never mutated)
@@ -101,7 +105,14 @@ def split_parts(ops: Sequence[dict]) -> list[tuple[str, str, list[dict]]]:
                 lst = tp_lists.get(tp)
                 if lst is None:
                     lst = tp_list(tp)
-                lst.append(op if whole else _proj(op, {"records": rs}))
+                if whole:
+                    lst.append(op)
+                    continue
+                pv: dict = {"records": rs}
+                k = f"{tp[0]}/{tp[1]}"
+                if positions and k in positions:
+                    pv["positions"] = {k: positions[k]}
+                lst.append(_proj(op, pv))
         elif f in _BROADCAST:
             broadcast.append(op)
             if f == "assign":

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -22,98 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from history.columns import RecordColumns
+from history.columns import RecordColumns, with_pending_sends
 from history.schema import key_of
 
-ANOMALIES = (
-    "lost-write",
-    "duplicate",
-    "inconsistent-offsets",
-    "nonmonotonic-send",
-    "int-nonmonotonic-send",
-    "nonmonotonic-poll",
-    "int-nonmonotonic-poll",
-    "poll-skip",
-    "int-poll-skip",
-    "unseen",
-    "G1a",
-    "int-send-skip",
-)
+from .anomalies import ACCEPTABLE, ANOMALIES, CheckResult, _op_ref, acceptable
 
-# anomaly -> (predicate over the run's settings, why it is acceptable then). The only place this is decided.
-ACCEPTABLE: dict[str, tuple[Callable[[dict], bool], str]] = {
-    # Batched sends interleave with other producers' sends in Kafka; gaps between a batch's records are normal.
-    "int-send-skip": (lambda s: True, "other producers' records interleave with a batch"),
-    # With subscribe the group may move a partition between consumers between polls, so a consumer can
-    # legitimately jump forward or back (Jepsen allows the same when :sub-via includes :subscribe).
-    "poll-skip": (lambda s: "subscribe" in s.get("sub_via", ()), "subscribe: rebalances move positions"),
-    "nonmonotonic-poll": (lambda s: "subscribe" in s.get("sub_via", ()), "subscribe: rebalances move positions"),
-    # Conformance suites read only what each check needs and delete records on purpose (DeleteRecords, resets to
-    # latest); their headers say partial_reads. "Never read" then proves nothing about loss, so both are allowed.
-    "lost-write": (lambda s: bool(s.get("partial_reads")), "partial_reads: checks read selectively, delete records"),
-    "unseen": (lambda s: bool(s.get("partial_reads")), "partial_reads: checks read selectively, delete records"),
-}
-
-
-def acceptable(settings: dict | None) -> frozenset[str]:
-    """The anomalies a run with these header settings is allowed to show."""
-    s = settings or {}
-    return frozenset(a for a, (pred, _why) in ACCEPTABLE.items() if pred(s))
-
-
-@dataclass
-class CheckResult:
-    """Cases per anomaly (each a dict with evidence), which are acceptable, and the verdict."""
-
-    anomalies: dict[str, list[dict]]
-    acceptable: frozenset[str] = frozenset()
-    stats: dict = field(default_factory=dict)
-    keys: list[str] = field(default_factory=list)  # every topic-partition seen, in first-seen order
-
-    def by_key(self) -> dict[str, CheckResult]:
-        """The result of each topic-partition alone (every analysis is per key, so this is what checking that
-        partition's operations by themselves gives): the Spark job's per-part rows, from one whole-run pass."""
-        out = {k: CheckResult({a: [] for a in ANOMALIES}, self.acceptable, {}, [k]) for k in self.keys}
-        for a, cases in self.anomalies.items():
-            for c in cases:
-                out[c["key"]].anomalies[a].append(c)
-        return out
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return {a: len(c) for a, c in self.anomalies.items() if c}
-
-    @property
-    def found(self) -> frozenset[str]:
-        return frozenset(a for a, c in self.anomalies.items() if c)
-
-    @property
-    def bad(self) -> frozenset[str]:
-        """Anomalies found that these settings do not accept."""
-        return self.found - self.acceptable
-
-    @property
-    def valid(self) -> bool:
-        return not self.bad
-
-    def summary(self, n: int = 8) -> dict:
-        """The N most interesting cases per anomaly plus counts (full cases stay in ``anomalies``)."""
-        return {
-            "valid": self.valid,
-            "bad": sorted(self.bad),
-            "acceptable_found": sorted(self.found & self.acceptable),
-            "counts": self.counts,
-            "cases": {a: _most_interesting(a, c)[:n] for a, c in self.anomalies.items() if c},
-        }
-
-
-def _most_interesting(anomaly: str, cases: list[dict]) -> list[dict]:
-    if anomaly in ("poll-skip", "int-poll-skip", "int-send-skip"):
-        return sorted(cases, key=lambda c: -c.get("delta", 0))
-    if anomaly in ("nonmonotonic-poll", "int-nonmonotonic-poll", "nonmonotonic-send", "int-nonmonotonic-send"):
-        return sorted(cases, key=lambda c: c.get("delta", 0))
-    return cases
-
+__all__ = ["ACCEPTABLE", "ANOMALIES", "CheckResult", "acceptable", "analyze", "check"]
 
 def analyze(ops: Sequence[dict], settings: dict | None = None, columns: RecordColumns | None = None) -> CheckResult:
     """Find every Kafka anomaly in one run's operations (index order, as history.read returns them).
@@ -232,6 +145,8 @@ class _Columns:
         self.ops = ops
         if cols is None or cols.n_ops != len(ops):
             cols = RecordColumns.collect(ops)
+        if cols.pending:  # sends invoked and never completed: indeterminate, exactly like info sends
+            cols = with_pending_sends(ops, cols)
         self.n_polled = len(cols.p_offset)
         self._build(cols)
 
@@ -621,15 +536,6 @@ class _Columns:
         self._inner(found, kv, key, pos, starts, "int-send-skip", "int-nonmonotonic-send")
         # a later send landing anywhere before an earlier one (or at it) is a case; gaps are other producers'
         self._across(found, kv, key, pos, proc, starts, lambda d: d < 1, lambda d: "nonmonotonic-send")
-
-
-def _op_ref(ops: Sequence[dict], pos: int | None) -> dict | None:
-    """Evidence form of an operation: the completion as recorded."""
-    if pos is None:
-        return None
-    op = ops[pos]
-    return {"index": op["index"], "time_ns": op["time_ns"], "process": op["process"], "type": op["type"],
-            "f": op["f"], "value": op["value"]}
 
 
 def check(ops: Iterable[dict], settings: dict | None = None) -> CheckResult:

@@ -14,7 +14,9 @@ from itertools import islice
 from operator import itemgetter, sub
 from typing import Any
 
-from .checkers import ANOMALIES, CheckResult, _op_ref, acceptable
+from history.columns import pending_invokes
+
+from .anomalies import ANOMALIES, CheckResult, _op_ref, acceptable
 
 _MISSING = object()
 _PREV_VALUE = itemgetter(1)
@@ -83,10 +85,14 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
         order.append(ks)
         return ks
 
+    # sends invoked and never completed are indeterminate, exactly like info sends: treated as one at the invoke
+    pending = {pos for pos in pending_invokes(ops) if ops[pos]["f"] == "send"}
     for pos, op in enumerate(ops):
         typ = op["type"]
         if typ == "invoke":
-            continue
+            if pos not in pending:
+                continue
+            typ = "info"
         f = op["f"]
         if f == "poll":
             if typ != "ok":

@@ -9,6 +9,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from . import svg
+from .latency import LAT_EDGES_NS
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
@@ -28,8 +29,6 @@ def _bars_by(anomalies: list[dict], field: str) -> tuple[list[str], dict[str, li
 
 def render(res: Any) -> str:
     """Render a :class:`reports.spark_job.JobResult` as one self-contained HTML page."""
-    from .spark_job import LAT_EDGES_NS
-
     failing = [r for r in res.runs if not r["valid"]]
     target_names = sorted({t["target"] for t in res.targets})
     rule_matrix = {(r["rule"], r["target"]): r for r in res.rules}

@@ -18,6 +18,7 @@ just before it began (the realtime order it contradicts).
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -120,9 +121,11 @@ class LinResult:
         return [p for p in self.parts if p.verdict == ILLEGAL]
 
 
-def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
+def _search(model: Model, ops: Sequence[Operation], deadline: float, frontier: list | None = None) -> str:
     """Wing-Gong-Lowe over one part (as recorded: ``prepare`` or ``compile`` is applied here).
-    Returns OK, ILLEGAL or UNKNOWN (deadline passed)."""
+    Returns OK, ILLEGAL or UNKNOWN (deadline passed). ``frontier``: a list to which an ILLEGAL search appends the
+    latest return time that ever stopped it (where the history stopped being linearizable, as far as this search
+    got: the counterexample's binary search starts there)."""
     if model.compile is None:
         ops = model.prepare(list(ops))
         kernel = _generic_kernel(model, ops)
@@ -162,6 +165,7 @@ def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
     cache: set = set()
     cached_max = 0  # the largest set size in the cache
     entry = nxt[HEAD]
+    far = -INF  # the latest return event that stopped the search
     tick = 1024  # the clock is read every 1024 iterations
     while True:
         tick -= 1
@@ -200,7 +204,11 @@ def _search(model: Model, ops: Sequence[Operation], deadline: float) -> str:
             else:
                 entry = nxt[entry]
         else:
+            if times[entry] > far:
+                far = times[entry]
             if not calls:
+                if frontier is not None:
+                    frontier.append(far)
                 return ILLEGAL
             depth = len(calls)
             while known < depth:
@@ -234,20 +242,59 @@ def _prefix(model: Model, ops: Sequence[Operation], k: int, by_ret: list[int]) -
     return out, cut
 
 
-def _counterexample(model: Model, ops: Sequence[Operation], deadline: float) -> dict:
-    """Binary search for the smallest illegal prefix (monotone: an illegal prefix makes the whole illegal)."""
+def _counterexample(model: Model, ops: Sequence[Operation], deadline: float, hint: float | None = None) -> dict:
+    """Search for the smallest illegal prefix (monotone: an illegal prefix makes the whole illegal).
+
+    Binary search over the number of completions, but galloping out from ``hint`` (the whole search's frontier,
+    see :func:`_search`) instead of halving from the middle: the smallest failing prefix is almost always at or
+    just after it, so a few prefix searches settle it where halving took log2(n), and only one of them is an
+    illegal one (the expensive kind: exhaustive). Every probe is a real search, so the answer does not depend
+    on the hint, only the time does."""
     by_ret = sorted((i for i, op in enumerate(ops) if op.ret != INF), key=lambda i: ops[i].ret)
     lo, hi = 1, len(by_ret)  # hi: known (or assumed) illegal
     exact = True
-    while lo < hi:
-        mid = (lo + hi) // 2
-        sub, _ = _prefix(model, ops, mid, by_ret)
-        v = _search(model, sub, deadline)
-        if v == ILLEGAL:
-            hi = mid
-        else:
+    probed: dict[int, str] = {}
+
+    def probe(k: int) -> str:
+        nonlocal exact
+        if k not in probed:
+            sub, _ = _prefix(model, ops, k, by_ret)
+            v = probed[k] = _search(model, sub, deadline)
             if v == UNKNOWN:
                 exact = False
+        return probed[k]
+
+    if hint is not None and hi > 1:
+        rets = [ops[i].ret for i in by_ret]
+        k = min(max(bisect_right(rets, hint), lo), hi)
+        if probe(k) == ILLEGAL:
+            hi, step = k, 1
+            while lo < hi:  # gallop down to a prefix that is not illegal
+                k = max(hi - step, lo)
+                if probe(k) == ILLEGAL:
+                    hi = k
+                else:
+                    lo = k + 1
+                    break
+                step *= 2
+        else:
+            # Up to an illegal prefix: one step at a time at first, since a prefix that is linearizable is
+            # settled in one pass while an illegal one costs a whole exhaustive search; then galloping.
+            lo, step, steps = k + 1, 1, 0
+            while lo < hi:
+                k = min(lo + step - 1, hi)
+                if probe(k) == ILLEGAL:
+                    hi = k
+                    break
+                lo = k + 1
+                steps += 1
+                if steps > 16:
+                    step *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if probe(mid) == ILLEGAL:
+            hi = mid
+        else:
             lo = mid + 1
     failing = ops[by_ret[hi - 1]]
     window = [op for op in ops if op.call <= failing.ret and op.ret >= failing.call]
@@ -271,10 +318,11 @@ def check_part(model: Model, key: Any, ops: Sequence[Operation], budget_s: float
     """Check one part within ``budget_s`` seconds; illegal parts get a counterexample window."""
     t0 = time.monotonic()
     deadline = t0 + budget_s
-    verdict = _search(model, ops, deadline)
+    frontier: list = []
+    verdict = _search(model, ops, deadline, frontier)
     cex = None
     if verdict == ILLEGAL:
-        cex = _counterexample(model, ops, t0 + 2 * budget_s)
+        cex = _counterexample(model, ops, t0 + 2 * budget_s, frontier[0] if frontier else None)
     return PartResult(key, verdict, len(ops), time.monotonic() - t0, cex)
 
 

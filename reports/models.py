@@ -1,9 +1,17 @@
-"""Linearizability models for Kafka histories, and the extraction of their operations from our contract.
+"""Linearizability models for Kafka histories: pure step functions plus compiled kernels (same transitions).
+
+The extraction of their operations from a history is :mod:`reports.extract` (re-exported here for old callers).
 
 ``PARTITION_LOG``: each topic-partition is a log. ``append(value) -> offset`` is legal iff the offset is past every
 offset already in the log (offsets strictly increase; holes are allowed, as transactions leave them), encoded as
 "the n-th append has the n-th smallest offset" so that a wrong order fails at once; a poll is a
-read of ``(offset, value)`` pairs, legal iff each pair is in the log. Failed sends are dropped; info sends are
+read of ``(offset, value)`` pairs, legal iff each pair is in the log. A poll that recorded its fetch position ``p``
+for the partition (history/schema.py) says more: its first record is the first one in the log at or after ``p``,
+and an empty read means the log held nothing at or after ``p`` (a consumer past the end legitimately reads
+nothing; one below an offset acknowledged before it began does not: a stale read). The log's records at or after
+``p`` are the appends ranked at or above ``below(p)``, the number of appends with a smaller offset, so an empty
+read is legal iff the count of appends linearized is at most ``below(p)``; a non-empty one that skipped an append
+between ``p`` and its first record never is. Sends invoked and never completed count as info sends. Failed sends are dropped; info sends are
 kept (with the offset a poll saw them at) only if some poll read them, since an unread info send may or may not
 have happened and an append nobody read is indistinguishable from a hole.
 
@@ -13,14 +21,13 @@ unknown before the first commit reads as ``None``.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
-from history.schema import key_of
-
-from .linearizability import INF, NOT_LEGAL, Kernel, Model, Operation
-
-_new = tuple.__new__  # Operation(...) without the Python-level NamedTuple __new__: _new(Operation, (fields))
+from .evidence import short_repr
+from .extract import log_operations, offset_operations
+from .linearizability import NOT_LEGAL, Kernel, Model, Operation
 
 # ---------------------------------------------------------------- partition log
 
@@ -35,6 +42,8 @@ def _log_step(state: tuple[int, int], inp: tuple, out: Any) -> tuple[bool, Any]:
         # in offset order, so the n-th append linearized must be the one with the n-th smallest offset.
         if inp[4] == count:
             return True, (count + 1, mask | (1 << inp[3]))
+        return False, state
+    if len(inp) > 3 and count > inp[3]:  # a positioned read (after rank_appends): records past ``upto``
         return False, state
     for _off, _v, pid in out:
         if not (mask >> pid) & 1:
@@ -59,8 +68,23 @@ def _log_is_read(inp: tuple) -> bool:
 
 def _log_describe(inp: tuple, out: Any) -> str:
     if inp[0] == "append":
-        return f"append {inp[1]} {inp[2]!r} -> offset {out}"
-    return f"read {inp[1]} " + " ".join(f"{o}:{v!r}" for o, v, _ in out)
+        return f"append {inp[1]} {short_repr(inp[2])} -> offset {out}"
+    pairs = " ".join(f"{o}:{short_repr(v)}" for o, v, _ in out)
+    if len(inp) > 2 and inp[2] is not None:
+        return f"read {inp[1]} from {inp[2]}: {pairs or 'nothing'}"
+    return f"read {inp[1]} {pairs}"
+
+
+def _upto(offs: list, pos: int, out: Any, n: int) -> int:
+    """The most appends a read from fetch position ``pos`` allows (``offs``: the part's append offsets, sorted):
+    ``below(pos)`` for an empty read, none (-1) for one whose first record skipped an append, else ``n``."""
+    below = bisect_left(offs, pos)
+    if not out:
+        return below
+    first = out[0][0]
+    if first >= pos and bisect_left(offs, first) > below:
+        return -1
+    return n
 
 
 def _log_state(state: tuple[int, int]) -> str:
@@ -77,12 +101,22 @@ def rank_appends(ops: list[Operation]) -> list[Operation]:
             offsets.setdefault(op.input[1], []).append(op.output)
     rank: dict[str, dict[int, int]] = {}
     for k, offs in offsets.items():
+        offs.sort()
         r: dict[int, int] = {}
-        for i, o in enumerate(sorted(offs)):
+        for i, o in enumerate(offs):
             r.setdefault(o, i)
         rank[k] = r
-    return [Operation(op.client, (*op.input[:4], rank[op.input[1]][op.output]), op.output, op.call, op.ret, op.ref)
-            if op.input[0] == "append" else op for op in ops]
+    n = len(ops)
+    out = []
+    for op in ops:
+        inp = op.input
+        if inp[0] == "append":
+            op = Operation(op.client, (*inp[:4], rank[inp[1]][op.output]), op.output, op.call, op.ret, op.ref)
+        elif len(inp) > 2 and inp[2] is not None:
+            op = Operation(op.client, (*inp[:3], _upto(offsets.get(inp[1], []), inp[2], op.output, n)), op.output,
+                           op.call, op.ret, op.ref)
+        out.append(op)
+    return out
 
 
 def _log_compile(ops: Sequence[Operation]) -> Kernel:
@@ -93,6 +127,7 @@ def _log_compile(ops: Sequence[Operation]) -> Kernel:
     n = len(ops)
     appends: list[tuple] = []  # (offset, position, pair id)
     reads: list[tuple] = []  # (position, pairs)
+    positioned: list[tuple] = []  # (position, fetch position, pairs)
     key = keys = None
     for i, op in enumerate(ops):
         inp = op.input
@@ -106,6 +141,8 @@ def _log_compile(ops: Sequence[Operation]) -> Kernel:
                     key = inp[1]
         else:
             reads.append((i, op.output))
+            if len(inp) > 2 and inp[2] is not None:
+                positioned.append((i, inp[2], op.output))
     if keys == 2 or len({a[0] for a in appends}) != len(appends):
         return _log_bits_kernel(ops)
     appends.sort()  # by offset (all distinct): by rank
@@ -126,12 +163,23 @@ def _log_compile(ops: Sequence[Operation]) -> Kernel:
         except KeyError:
             t = n
         past[i] = t
+    if positioned:
+        upto = [n] * n  # a read's most appends (positioned reads only; see _upto)
+        offs = [a[0] for a in appends]
+        for i, pos, pairs in positioned:
+            upto[i] = _upto(offs, pos, pairs, n)
 
-    def step(count: int, i: int) -> Any:
-        r = ranks[i]
-        if r < 0:
-            return count if count > past[i] else NOT_LEGAL
-        return count + 1 if r == count else NOT_LEGAL
+        def step(count: int, i: int) -> Any:
+            r = ranks[i]
+            if r < 0:
+                return count if past[i] < count <= upto[i] else NOT_LEGAL
+            return count + 1 if r == count else NOT_LEGAL
+    else:
+        def step(count: int, i: int) -> Any:
+            r = ranks[i]
+            if r < 0:
+                return count if count > past[i] else NOT_LEGAL
+            return count + 1 if r == count else NOT_LEGAL
 
     return Kernel(0, step, state_of_set=True)
 
@@ -142,6 +190,7 @@ def _log_bits_kernel(ops: Sequence[Operation]) -> Kernel:
     ranked = rank_appends(list(ops))
     ranks = [-1] * n  # -1: a read
     bits = [0] * n
+    upto = [n] * n  # a read's most appends (see _upto)
     for i, op in enumerate(ranked):
         inp = op.input
         if inp[0] == "append":
@@ -152,12 +201,14 @@ def _log_bits_kernel(ops: Sequence[Operation]) -> Kernel:
             for _off, _v, pid in op.output:
                 need |= 1 << pid
             bits[i] = need
+            if len(inp) > 3:
+                upto[i] = inp[3]
 
     def step(state: tuple[int, int], i: int) -> Any:
         r = ranks[i]
         if r < 0:
             need = bits[i]
-            return state if state[1] & need == need else NOT_LEGAL
+            return state if state[1] & need == need and state[0] <= upto[i] else NOT_LEGAL
         if r == state[0]:
             return (r + 1, state[1] | bits[i])
         return NOT_LEGAL
@@ -223,231 +274,6 @@ COMMITTED_OFFSETS = Model(
     describe_operation=_reg_describe,
     compile=_reg_compile,
 )
-
-
-def offset_operations(ops: Sequence[dict]) -> list[Operation]:
-    """Commits (writes) and offset fetches (reads) per (group, topic-partition).
-
-    An info commit whose offset no fetch ever returned is dropped: no read depends on it, so the history is
-    linearizable with it (placed last) iff it is without it; keeping it would make the search try it everywhere.
-    """
-    # One pass; info commits are kept in place and those no fetch returned are removed at the end. Keys and
-    # fetch inputs are built once per (group, partition), not per operation. Pairing: a completion's call is the
-    # time of its process's previous operation if that was an invoke (else its own), as a map of pending
-    # invokes popped by every completion gives; only commits and fetches need it here.
-    gks: dict[str, dict[str, tuple]] = {}  # group -> partition -> ((g, p), ("fetch", (g, p)), {fetched offsets})
-    last: dict[int, dict] = {}  # process -> its latest operation
-    out: list[Operation] = []
-    info: list[tuple[int, tuple, Any]] = []  # (position in out, entry, offset) of info commits
-    for op in ops:
-        p = op["process"]
-        f = op["f"]
-        if f == "commit" or f == "fetch_offsets":
-            typ = op["type"]
-            if typ != "invoke" and typ != "fail" and (f == "commit" or typ == "ok"):
-                prev = last.get(p)
-                t = op["time_ns"]
-                call = prev["time_ns"] if prev is not None and prev["type"] == "invoke" else t
-                v = op["value"]
-                g = v["group"]
-                tab = gks.get(g)
-                if tab is None:
-                    tab = gks[g] = {}
-                ref = op["index"]
-                if f == "commit":
-                    ok = typ == "ok"
-                    ret = t if ok else INF
-                    for k, o in v["offsets"].items():
-                        e = tab.get(k)
-                        if e is None:
-                            gk = (g, k)
-                            e = tab[k] = (gk, ("fetch", gk), set())
-                        if not ok:
-                            info.append((len(out), e, o))
-                        out.append(_new(Operation, (p, ("commit", e[0], o), None, call, ret, ref)))
-                else:
-                    for k, o in v["offsets"].items():
-                        e = tab.get(k)
-                        if e is None:
-                            gk = (g, k)
-                            e = tab[k] = (gk, ("fetch", gk), set())
-                        e[2].add(o)
-                        out.append(_new(Operation, (p, e[1], o, call, t, ref)))
-        last[p] = op
-    drop = [j for j, e, o in info if o not in e[2]]
-    for j in reversed(drop):
-        del out[j]
-    return out
-
-
-class _Pairs:
-    """One partition's (offset, value) pair ids, in order of first sight: the bit a pair has in the log state.
-    Also what the info sends' resolution needs: the values ok sends gave, and for each value first met in a
-    poll (a pair no send gave before) the offset and return time of that first read."""
-
-    __slots__ = ("key", "by_off", "more", "read_input", "sent", "first_read")
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self.by_off: dict[Any, tuple[Any, int]] = {}  # offset -> (value, id) of the first pair seen there
-        self.more: dict[tuple, int] = {}  # (offset, value) -> id of the other pairs (inconsistent offsets)
-        self.read_input = ("read", key)
-        self.sent: set = set()  # values of ok sends
-        self.first_read: dict[Any, tuple[Any, Any]] = {}  # value -> (offset, ret) of the first read of a new pair
-
-    def pid(self, off: Any, v: Any) -> int:
-        e = self.by_off.get(off)
-        if e is None:
-            i = len(self.by_off) + len(self.more)
-            self.by_off[off] = (v, i)
-            return i
-        w = e[0]
-        if w is v or w == v:
-            return e[1]
-        i = self.more.get((off, v))
-        if i is None:
-            i = self.more[(off, v)] = len(self.by_off) + len(self.more)
-        return i
-
-    def read_pid(self, off: Any, v: Any, ret: Any) -> int:
-        """``pid`` for a pair a poll read and the fast path did not find: it is new, or at a taken offset."""
-        if v not in self.first_read:
-            self.first_read[v] = (off, ret)
-        return self.pid(off, v)
-
-
-def log_operations(ops: Sequence[dict]) -> list[Operation]:
-    """Appends and reads of every partition, paired invoke -> completion."""
-    tables: dict[tuple, _Pairs] = {}  # (topic, partition) -> its pairs, built once per partition
-    by_key: dict[str, _Pairs] = {}
-
-    def table(tp: tuple) -> _Pairs:
-        tab = tables.get(tp)
-        if tab is None:
-            k = key_of(*tp)
-            tab = by_key.get(k)
-            if tab is None:
-                tab = by_key[k] = _Pairs(k)
-            tables[tp] = tab
-        return tab
-
-    calls: dict[int, int] = {}
-    out: list[Operation] = []
-    info_sends: list[tuple] = []
-    last_ret = -INF
-    rets_sorted = True  # the reads' returns never go backwards (as the contract's times do not)
-    for op in ops:
-        typ = op["type"]
-        if typ == "invoke":
-            calls[op["process"]] = op["time_ns"]
-            continue
-        t = op["time_ns"]
-        p = op["process"]
-        call = calls.pop(p, t)
-        f = op["f"]
-        if f == "poll":
-            if typ != "ok":
-                continue
-            recs = op["value"]["records"]
-            if not recs:
-                continue
-            if t < last_ret:
-                rets_sorted = False
-            last_ret = t
-            # Records come grouped by partition, and mostly from one.
-            r = recs[0]
-            t0, pn0 = r["topic"], r["partition"]
-            tab = tables.get((t0, pn0)) or table((t0, pn0))
-            by_off = tab.by_off
-            prs: list = []
-            groups = None  # {partition's pairs: its records' triples} once a second partition shows up
-            for r in recs:
-                if r["partition"] != pn0 or r["topic"] != t0:
-                    if groups is None:
-                        groups = {tab: prs}
-                    t0, pn0 = r["topic"], r["partition"]
-                    tab = tables.get((t0, pn0)) or table((t0, pn0))
-                    by_off = tab.by_off
-                    prs = groups.get(tab)
-                    if prs is None:
-                        prs = groups[tab] = []
-                off = r["offset"]
-                v = r["value"]
-                try:
-                    w, pid = by_off[off]
-                except KeyError:
-                    prs.append((off, v, tab.read_pid(off, v, t)))
-                    continue
-                if w is v or w == v:
-                    prs.append((off, v, pid))
-                else:
-                    prs.append((off, v, tab.read_pid(off, v, t)))
-            if groups is None:
-                out.append(_new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"])))
-            else:
-                for tab, prs in groups.items():
-                    out.append(_new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"])))
-        elif f == "send":
-            if typ == "fail":
-                continue
-            sv = op["value"]
-            for r in sv["records"] if "records" in sv else (sv,):
-                tp = (r["topic"], r["partition"])
-                tab = tables.get(tp) or table(tp)
-                v = r["value"]
-                off = r.get("offset")
-                if off is not None and typ == "ok":
-                    tab.sent.add(v)
-                    by_off = tab.by_off
-                    if off in by_off:
-                        pid = tab.pid(off, v)
-                    else:  # a new pair, as usual
-                        pid = len(by_off) + len(tab.more)
-                        by_off[off] = (v, pid)
-                    out.append(_new(Operation, (p, ("append", tab.key, v, pid), off, call, t, op["index"])))
-                else:
-                    info_sends.append((p, tab, v, off, call, op["index"]))
-    if info_sends:
-        # An info send somebody read happened, at the offset the poll saw it, and before that poll returned.
-        # Bounding its return there is sound (a later linearization point would make the read illegal) and keeps
-        # the search from trying it at every step until the end of the history. Unread info sends are dropped.
-        # Per (partition, value): the offset of its first read and the earliest return of a read of it. With
-        # returns in order and no ok send of the value, that is the first read of a pair with it, noted above.
-        if rets_sorted and not any(s[2] in s[1].sent for s in info_sends):
-            def hit_of(tab: _Pairs, v: Any) -> tuple | None:
-                return tab.first_read.get(v)
-        else:
-            reads = [o for o in out if o.input[0] == "read"]
-            seen = _seen_by_reads(reads, {(s[1].key, s[2]) for s in info_sends})
-
-            def hit_of(tab: _Pairs, v: Any) -> tuple | None:
-                return seen.get((tab.key, v))
-
-        for p, tab, v, off, call, ref in info_sends:
-            hit = hit_of(tab, v)
-            if hit is not None:
-                off = hit[0]
-                out.append(_new(Operation, (p, ("append", tab.key, v, tab.pid(off, v)), off, call, hit[1], ref)))
-    return out
-
-
-def _seen_by_reads(reads: list[Operation], wanted: set[tuple]) -> dict[tuple, tuple]:
-    """(key, value) -> (offset of its first read, earliest return of a read of it), for the wanted ones."""
-    want: dict[str, set] = {}
-    for k, v in wanted:
-        want.setdefault(k, set()).add(v)
-    seen: dict[tuple, tuple] = {}
-    for o in reads:
-        w = want.get(o.input[1])
-        if not w:
-            continue
-        for off, v, _ in o.output:
-            if v in w:
-                kv = (o.input[1], v)
-                prev = seen.get(kv)
-                if prev is None or o.ret < prev[1]:
-                    seen[kv] = (off if prev is None else prev[0], o.ret)
-    return seen
 
 
 MODELS = {"partition-log": (PARTITION_LOG, log_operations), "committed-offsets": (COMMITTED_OFFSETS, offset_operations)}

@@ -27,8 +27,6 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import itemgetter
 
 if __package__ in (None, ""):  # run as a script by spark-submit: import from the project root, and do not let
     # this directory's modules (reports/html.py) shadow the standard library's.
@@ -39,52 +37,16 @@ if __package__ in (None, ""):  # run as a script by spark-submit: import from th
 from history.io import CorruptLineWarning, read_bytes  # noqa: E402
 from history.schema import HistoryError  # noqa: E402
 from reports.analysis import PartVerdict, RunVerdict, part_verdicts  # noqa: E402
-from reports.checkers import acceptable  # noqa: E402
+from reports.anomalies import acceptable  # noqa: E402
+from reports.latency import LAT_BINS, LAT_EDGES_NS, latency_histograms  # noqa: E402,F401 - re-exported
 
 HISTORY_GLOB = "*.{jsonl,gz,parquet,pq}"
-# Latency histogram bins: edges at 10^(3 + i/4) ns, i = 0..32 (1 microsecond .. 100 s); last bin is open.
-LAT_BINS = 33
-LAT_EDGES_NS = [10 ** (3 + i / 4) for i in range(LAT_BINS)]
-_EDGES = tuple(LAT_EDGES_NS)
-
 RESULT_SCHEMA = (
     "run_id string, target string, nemesis string, settings string, path string, kind string, key string, "
     "n_ops long, anomaly_counts map<string,long>, bad array<string>, cases string, lin_model string, "
     "lin_verdict string, lin_elapsed_s double, counterexample string, error string, skipped_lines long, "
     "lat_send array<long>, lat_poll array<long>"
 )
-
-
-_LAT_FIELDS = itemgetter("process", "type", "f", "time_ns")
-_TYPE_CODE = {"invoke": 0, "ok": 1}
-_F_CODE = {"send": 0, "poll": 1}
-
-
-def latency_histograms(ops: list[dict]) -> tuple[list[int], list[int]]:
-    """Histograms of ok send and ok poll latencies (invoke -> completion) over LAT_EDGES_NS.
-
-    A completion pairs with its process's operation just before it when that one is an invoke (what a dict of
-    calls in flight per process gives), found for all operations at once by a stable sort on the process."""
-    import numpy as np
-
-    if not ops:
-        return [0] * LAT_BINS, [0] * LAT_BINS
-    n = len(ops)
-    proc, typ, f, t = zip(*map(_LAT_FIELDS, ops), strict=True)
-    proc = np.fromiter(proc, dtype=np.int64, count=n)
-    t = np.fromiter(t, dtype=np.int64, count=n)
-    typ = np.fromiter(map(_TYPE_CODE.get, typ, repeat(2)), dtype=np.int8, count=n)  # C-level lookups, no ==
-    f = np.fromiter(map(_F_CODE.get, f, repeat(2)), dtype=np.int8, count=n)
-    order = np.argsort(proc, kind="stable")
-    prev, cur = order[:-1], order[1:]
-    paired = (proc[prev] == proc[cur]) & (typ[prev] == 0) & (typ[cur] == 1)
-    out = []
-    for code in (0, 1):  # send, poll
-        sel = paired & (f[cur] == code)
-        lat = t[cur[sel]] - t[prev[sel]]
-        bins = np.maximum(np.searchsorted(_EDGES, lat, side="right") - 1, 0)
-        out.append(np.bincount(bins, minlength=LAT_BINS).tolist())
-    return out[0], out[1]
 
 
 # ---------------------------------------------------------------- executor side
@@ -140,8 +102,12 @@ def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float
                         warnings.simplefilter("always", CorruptLineWarning)
                         runs = read_bytes(data, path, skip_corrupt=skip_corrupt)
                     skipped = sum(1 for w in caught if issubclass(w.category, CorruptLineWarning))
-                except HistoryError as e:
-                    rows.append({"path": path, "kind": "error", "key": "", "n_ops": 0, "error": str(e),
+                    if not runs:  # a 0-byte file (or one of blank lines) is an error, as in the CLI, never ignored
+                        raise HistoryError("no runs: the file is empty (0 bytes)" if not data else
+                                           "no runs in this file", path=path)
+                except (HistoryError, RecursionError) as e:
+                    err = str(e) if isinstance(e, HistoryError) else f"{path}: input nested too deeply to check"
+                    rows.append({"path": path, "kind": "error", "key": "", "n_ops": 0, "error": err,
                                  "skipped_lines": 0, "anomaly_counts": {}, "bad": []})
                     continue
                 for h in runs:
@@ -344,7 +310,10 @@ def run_job(
                              F.count(F.when(~F.col("path").startswith("file:"), 1)).alias("remote")).first()
         n_files = counts["n"]
         files = listing.select("path") if counts["remote"] == 0 else listing.select("path", "content")
+        empty = _empty_files(listing, n_files)
         if n_files == 0:
+            if empty:
+                raise HistoryError(f"no runs: every history file at {histories} is empty (0 bytes)")
             raise HistoryError(f"no history files (.jsonl, .jsonl.gz, .parquet) at {histories}")
         prog.say(f"{n_files} history files")
         def _process(it: Iterator) -> Iterator:
@@ -358,6 +327,7 @@ def run_job(
         prog.say(f"checked {n_rows} (run, part) groups in {timings['check_s']:.1f}s")
 
         errors = [r.asDict() for r in results.filter(F.col("kind") == "error").select("path", "error").collect()]
+        errors += [{"path": p, "error": f"{p}: no runs: the file is empty (0 bytes)"} for p in empty]
         if errors and not skip_corrupt:
             results.unpersist()
             listing = "; ".join(e["error"] for e in errors[:5])
@@ -489,6 +459,18 @@ def run_job(
             prog.say(f"HTML report: {path}")
         timings["total_s"] = time.monotonic() - t0
     return res
+
+
+def _empty_files(listing, n_listed: int) -> list[str]:  # noqa: ANN001
+    """The 0-byte files the listing matched: Spark's file sources drop them from the rows (a 0-byte file has no
+    splits) but its file index still names them. Each is an error row, as in the CLI, never silently ignored."""
+    from urllib.parse import urlparse
+
+    every = listing.inputFiles()
+    if len(every) <= n_listed:
+        return []
+    listed = {urlparse(r["path"]).path for r in listing.select("path").collect()}
+    return sorted(p for p in every if urlparse(p).path not in listed)
 
 
 def _timeline(spark, run: dict, results) -> dict:  # noqa: ANN001

@@ -15,6 +15,11 @@ Behaviour, following the Java consumer:
   the partition is fetched again on the next round.
 - No fetch sessions (KIP-227): every Fetch is a full one (session_id 0, epoch -1).
 - read_committed filtering of aborted transactions is not implemented (isolation_level is passed through).
+- After each ``poll``, :attr:`Consumer.poll_positions` holds, per partition, the fetch offset that poll read from,
+  for the partitions whose answer it can vouch for (the history contract's poll ``positions``, see
+  history/schema.py; :meth:`Consumer.history_positions` gives them keyed ``"topic/partition"``): a partition whose
+  records this poll returns, fetched by it, or one whose Fetch answer (without error) was empty while the whole
+  response carried no records (so no size limit cut it): then the broker had nothing at or after that offset.
 """
 
 from __future__ import annotations
@@ -111,6 +116,8 @@ class Consumer:
         self._started = False
         #: every Fetch round trip, newest last (bounded), for checks that time or inspect them
         self.fetch_responses: list[Response] = []
+        self.poll_positions: dict[TopicPartition, int] = {}  # see the module docstring
+        self._claims: dict[TopicPartition, tuple[int, bool]] = {}  # this poll's answers: (fetch offset, had records)
         #: high watermark / log start offset last reported per partition
         self.high_watermarks: dict[TopicPartition, int] = {}
         self.log_start_offsets: dict[TopicPartition, int] = {}
@@ -217,18 +224,32 @@ class Consumer:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
+        self._claims = {}
+        self.poll_positions = {}
         while True:
             if any(self._buffer.values()):
-                return self._drain(max_records)
+                return self._vouch(self._drain(max_records))
             if not self._positions:
                 await asyncio.sleep(max(0.0, min(0.05, deadline - loop.time())))
             else:
                 await self._reset_missing()
                 await self._fetch_once()
                 if any(self._buffer.values()):
-                    return self._drain(max_records)
+                    return self._vouch(self._drain(max_records))
             if loop.time() >= deadline:
-                return {}
+                return self._vouch({})
+
+    def _vouch(self, out: dict[TopicPartition, list[ConsumerRecord]]) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Set :attr:`poll_positions` from this poll's answers and what it returns; returns ``out``."""
+        self.poll_positions = {
+            tp: pos for tp, (pos, had) in self._claims.items()
+            if (bool(out.get(tp)) if had else not self._buffer.get(tp) and self._positions.get(tp) == pos)
+        }
+        return out
+
+    def history_positions(self) -> dict[str, int]:
+        """:attr:`poll_positions` as the history contract's poll ``positions``: ``{"topic/partition": offset}``."""
+        return {f"{tp.topic}/{tp.partition}": pos for tp, pos in self.poll_positions.items()}
 
     def _drain(self, max_records: int | None) -> dict[TopicPartition, list[ConsumerRecord]]:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
@@ -328,6 +349,7 @@ class Consumer:
             raise err("Fetch")
         refresh = False
         out_of_range: dict[TopicPartition, int] = {}
+        answered: dict[TopicPartition, tuple[int, bool]] = {}
         for t in body.responses:
             name = t.topic if version < 13 else self.cluster.topic_name_for_id(t.topic_id)
             if name is None:
@@ -351,9 +373,14 @@ class Consumer:
                 if getattr(p, "log_start_offset", -1) >= 0:
                     self.log_start_offsets[tp] = p.log_start_offset
                 records, nxt = decode_records(tp, p.records, sent_positions[tp])
+                answered[tp] = (sent_positions[tp], bool(records))
                 self._positions[tp] = nxt
                 if records:
                     self._buffer.setdefault(tp, []).extend(records)
+        any_records = any(had for _pos, had in answered.values())
+        for tp, claim in answered.items():
+            if claim[1] or not any_records:  # an empty answer vouches only in a response with no records at all
+                self._claims[tp] = claim
         if out_of_range:
             if self.auto_offset_reset == "none":
                 err = Errors.OffsetOutOfRangeError(f"out of range, auto_offset_reset=none: {out_of_range}")

@@ -295,3 +295,29 @@ def test_fetch_versions_old_and_new_read_the_same(broker_bootstrap: str, new_top
     assert recs == [(i, b"k%d" % i, b"v%03d" % i) for i in range(5)]
     if fetch_version is not None:
         assert used == fetch_version
+
+
+def test_poll_positions_vouch_for_what_each_poll_read(broker_bootstrap: str, new_topic) -> None:
+    """``poll_positions`` (the history contract's poll ``positions``): the fetch offset of a partition whose
+    records the poll returns, and of an empty answer at the end of the log; nothing for records it keeps
+    buffered (max_records) or returns from an earlier fetch."""
+    topic = new_topic(1)
+    tp = TopicPartition(topic, 0)
+
+    async def go():
+        await produce(broker_bootstrap, topic, 5, linger_ms=50)
+        async with Consumer(broker_bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=50) as c:
+            c.assign([tp])
+            c.seek(tp, 1)
+            a = await c.poll(2000, max_records=2)
+            pa = c.history_positions()
+            b = await c.poll(2000)  # from the buffer: no fetch, no claim
+            pb = c.history_positions()
+            e = await c.poll(200)  # at the end: an empty answer
+            pe = c.history_positions()
+        return [r.offset for r in a[tp]], pa, [r.offset for r in b[tp]], pb, e, pe
+
+    a, pa, b, pb, e, pe = run(go())
+    assert a == [1, 2] and pa == {f"{topic}/0": 1}
+    assert b == [3, 4] and pb == {}
+    assert e == {} and pe == {f"{topic}/0": 5}

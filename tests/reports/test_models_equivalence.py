@@ -702,7 +702,9 @@ def _recording(model, log: list):
 
 @pytest.mark.parametrize("m", ["partition-log", "committed-offsets"])
 def test_the_search_takes_the_reference_path_step_by_step(m):
-    """Same steps in the same order (so the same iterations, hence the same time-budget checks)."""
+    """Same steps in the same order (so the same iterations, hence the same time-budget checks). For an illegal
+    part only the search itself: the counterexample now probes prefixes in another order (galloping from the
+    search's frontier instead of halving), by design; its answer is still the reference's."""
     rnd = random.Random(11)
     make = _random_log if m == "partition-log" else _random_register
     parts = [make(rnd, rnd.randint(1, 12)) for _ in range(150)]
@@ -714,7 +716,14 @@ def test_the_search_takes_the_reference_path_step_by_step(m):
         for model in (NEW_MODELS[m], dataclasses.replace(NEW_MODELS[m], compile=None)):
             got: list = []
             assert _outcome(new_lin.check_operations, _recording(model, got), ops) == ref_outcome
-            assert got == want
+            if ref_outcome[1] == ILLEGAL:
+                main: list = []  # the first part's search (check_operations checks the parts in this order)
+                first = model.partition(list(ops))[0][1]
+                new_lin._search(_recording(model, main), first, time.monotonic() + 60)
+                got, want_main = got[:len(main)], want[:len(main)]
+                assert got == want_main
+            else:
+                assert got == want
 
 
 def _recording_ref(step, log: list):

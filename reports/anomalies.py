@@ -1,0 +1,113 @@
+"""The anomaly vocabulary shared by both anomaly checkers: Jepsen's names, which are acceptable under which
+settings (decided in ONE place: :data:`ACCEPTABLE`), and the result type with its evidence.
+
+Its own module so :mod:`reports.checkers` (columnar) and :mod:`reports.checkers_simple` (record by record) both
+import it and neither imports the other at module level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .evidence import bounded
+
+ANOMALIES = (
+    "lost-write",
+    "duplicate",
+    "inconsistent-offsets",
+    "nonmonotonic-send",
+    "int-nonmonotonic-send",
+    "nonmonotonic-poll",
+    "int-nonmonotonic-poll",
+    "poll-skip",
+    "int-poll-skip",
+    "unseen",
+    "G1a",
+    "int-send-skip",
+)
+
+# anomaly -> (predicate over the run's settings, why it is acceptable then). The only place this is decided.
+ACCEPTABLE: dict[str, tuple[Callable[[dict], bool], str]] = {
+    # Batched sends interleave with other producers' sends in Kafka; gaps between a batch's records are normal.
+    "int-send-skip": (lambda s: True, "other producers' records interleave with a batch"),
+    # With subscribe the group may move a partition between consumers between polls, so a consumer can
+    # legitimately jump forward or back (Jepsen allows the same when :sub-via includes :subscribe).
+    "poll-skip": (lambda s: "subscribe" in s.get("sub_via", ()), "subscribe: rebalances move positions"),
+    "nonmonotonic-poll": (lambda s: "subscribe" in s.get("sub_via", ()), "subscribe: rebalances move positions"),
+    # Conformance suites read only what each check needs and delete records on purpose (DeleteRecords, resets to
+    # latest); their headers say partial_reads. "Never read" then proves nothing about loss, so both are allowed.
+    "lost-write": (lambda s: bool(s.get("partial_reads")), "partial_reads: checks read selectively, delete records"),
+    "unseen": (lambda s: bool(s.get("partial_reads")), "partial_reads: checks read selectively, delete records"),
+}
+
+
+def acceptable(settings: dict | None) -> frozenset[str]:
+    """The anomalies a run with these header settings is allowed to show."""
+    s = settings or {}
+    return frozenset(a for a, (pred, _why) in ACCEPTABLE.items() if pred(s))
+
+
+@dataclass
+class CheckResult:
+    """Cases per anomaly (each a dict with evidence), which are acceptable, and the verdict."""
+
+    anomalies: dict[str, list[dict]]
+    acceptable: frozenset[str] = frozenset()
+    stats: dict = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)  # every topic-partition seen, in first-seen order
+
+    def by_key(self) -> dict[str, CheckResult]:
+        """The result of each topic-partition alone (every analysis is per key, so this is what checking that
+        partition's operations by themselves gives): the Spark job's per-part rows, from one whole-run pass."""
+        out = {k: CheckResult({a: [] for a in ANOMALIES}, self.acceptable, {}, [k]) for k in self.keys}
+        for a, cases in self.anomalies.items():
+            for c in cases:
+                out[c["key"]].anomalies[a].append(c)
+        return out
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {a: len(c) for a, c in self.anomalies.items() if c}
+
+    @property
+    def found(self) -> frozenset[str]:
+        return frozenset(a for a, c in self.anomalies.items() if c)
+
+    @property
+    def bad(self) -> frozenset[str]:
+        """Anomalies found that these settings do not accept."""
+        return self.found - self.acceptable
+
+    @property
+    def valid(self) -> bool:
+        return not self.bad
+
+    def summary(self, n: int = 8) -> dict:
+        """The N most interesting cases per anomaly plus counts (full cases stay in ``anomalies``); the cases'
+        evidence bounded (:func:`reports.evidence.bounded`)."""
+        return {
+            "valid": self.valid,
+            "bad": sorted(self.bad),
+            "acceptable_found": sorted(self.found & self.acceptable),
+            "counts": self.counts,
+            "cases": {a: bounded(_most_interesting(a, c)[:n]) for a, c in self.anomalies.items() if c},
+        }
+
+
+def _most_interesting(anomaly: str, cases: list[dict]) -> list[dict]:
+    if anomaly in ("poll-skip", "int-poll-skip", "int-send-skip"):
+        return sorted(cases, key=lambda c: -c.get("delta", 0))
+    if anomaly in ("nonmonotonic-poll", "int-nonmonotonic-poll", "nonmonotonic-send", "int-nonmonotonic-send"):
+        return sorted(cases, key=lambda c: c.get("delta", 0))
+    return cases
+
+
+
+def _op_ref(ops: Sequence[dict], pos: int | None) -> dict | None:
+    """Evidence form of an operation: the completion as recorded."""
+    if pos is None:
+        return None
+    op = ops[pos]
+    return {"index": op["index"], "time_ns": op["time_ns"], "process": op["process"], "type": op["type"],
+            "f": op["f"], "value": op["value"]}

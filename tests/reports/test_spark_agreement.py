@@ -1,0 +1,80 @@
+"""The Spark job and the CLI agree on every never-cry-wolf case (test_never_cry_wolf.py): the same verdicts and
+the same anomaly counts per run, and the same files refused (0-byte JSONL and Parquet, unreadable Parquet).
+One Spark session (local[2]) for the module, one job over one directory of real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from test_never_cry_wolf import ROOT, H, T  # rootdir-relative (tests are not a package)
+
+from history import read
+from reports.analysis import check_history
+
+pyspark = pytest.importorskip("pyspark")
+
+
+def _cases(d) -> dict[str, str]:  # noqa: ANN001
+    """file name -> how the CLI must end (exit code)"""
+    H("unmatched").send(0, 1, 0).send(1, 2, typ=None).poll(2, [(0, 1), (1, 2)]).write(d / "unmatched.jsonl")
+    H("info").send(0, 1, 0).send(1, 2, typ="info").poll(2, [(0, 1), (1, 2)]).write(d / "info.jsonl")
+    H("stale").send(0, 1, 0).poll(1, [], positions={f"{T}/0": 0}).write(d / "stale.jsonl")
+    (H("past").send(0, 1, 0).poll(2, [(0, 1)]).poll(1, [], positions={f"{T}/0": 1})
+     .poll(1, [], positions={f"{T}/0": 9}).write(d / "past.jsonl"))
+    h = H("cascade").send(0, 1, 0).send(1, 2, 1)
+    bad = len(h.lines) - 1
+    h.send(1, 3, 2).poll(2, [(0, 1), (1, 2), (2, 3)])
+    h.lines[bad] = h.lines[bad][:25]
+    h.write(d / "cascade.jsonl")
+    big = 10**40
+    H("big").send(0, big, 0).send(0, big + 1, 1).poll(1, [(0, big), (1, big + 1)]).write(d / "big.jsonl")
+    huge = "y" * (1 << 20)
+    H("huge").send(0, huge, 0).poll(1, [(0, huge), (1, huge)]).write(d / "huge.jsonl")
+    h = H("deep").send(0, 1, 0).poll(1, [(0, 1)])
+    h.lines.append('{"run_id": "deep", "index": 9, "time_ns": 99999, "process": 5, "type": "info", "f": "x", '
+                   f'"value": {"[" * 50_000 + "]" * 50_000}}}')
+    h.write(d / "deep.jsonl")
+    (d / "empty.jsonl").write_bytes(b"")
+    (d / "empty.parquet").write_bytes(b"")
+    (d / "garbage.parquet").write_bytes(b"PAR1 this is not parquet")
+    return {"unmatched": 0, "info": 0, "stale": 1, "past": 0, "cascade": 0, "big": 0, "huge": 1, "deep": 0,
+            "empty.jsonl": 2, "empty.parquet": 2, "garbage.parquet": 2}
+
+
+def test_spark_and_cli_agree_on_every_case(tmp_path):
+    from reports.spark_job import build_session, run_job
+
+    d = tmp_path / "h"
+    d.mkdir()
+    want_exit = _cases(d)
+    spark = build_session("local[2]")
+    try:
+        res = run_job(spark, str(d), str(tmp_path / "out"), budget_s=10, skip_corrupt=True, progress=False,
+                      html=False)
+    finally:
+        spark.stop()
+    got = {k: v.key() for k, v in res.verdicts().items()}
+    direct = {}
+    for name in sorted(os.listdir(d)):
+        path = str(d / name)
+        r = subprocess.run([sys.executable, "-m", "reports", "check", "--skip-corrupt", "--json", path], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        key = name if name.split(".")[0] not in want_exit else name.split(".")[0]
+        assert r.returncode == want_exit[key], (name, r.stderr[-500:])
+        assert "Traceback" not in r.stderr
+        if r.returncode == 2:
+            continue
+        (cli,) = json.loads(r.stdout)
+        (h,) = read(path, skip_corrupt=True)
+        direct[h.run_id] = check_history(h, budget_s=10).key()
+        assert cli["valid"] == (r.returncode == 0)
+        assert cli["anomalies"]["counts"] == dict(got[h.run_id][4])
+        assert {m: v["verdict"] for m, v in cli["linearizability"].items()} == dict(got[h.run_id][6])
+    assert got == direct
+    assert {os.path.basename(e["path"]) for e in res.errors} == {"empty.jsonl", "empty.parquet", "garbage.parquet"}
+    assert {r["run_id"]: r["valid"] for r in res.runs} == {
+        k: want_exit[k] == 0 for k in want_exit if "." not in k}
