@@ -391,6 +391,9 @@ async def test_old_leader_truncates_by_leader_epoch(cluster: Cluster, evidence: 
     followers = [r for r in st.replicas if r != old]
     for f in followers:
         cluster.pause(f)
+    # A follower's fetch parked at the leader when it was paused would still carry B into its socket buffer (read
+    # on resume); after replica.fetch.wait.max.ms (Kafka: 500 ms) every parked fetch has been answered empty.
+    await asyncio.sleep(1.0)
     err, base_b, _ = await ops.produce(leader.conn, topic, 0, [b"b-0", b"b-1"], acks=1)
     assert err == NONE and base_b == n
     await cluster.kill(old)                               # before the followers leave the ISR: a clean election follows
