@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -120,11 +121,24 @@ async def _stop(node, controller) -> None:
 
 
 async def _wait_for_signal() -> None:
+    """Until SIGTERM/SIGINT — or, with KCT_EXIT_WITH_PARENT=1 (set by the cluster launcher), until the launcher
+    is gone: a launcher killed with -9 cannot stop its nodes, so they stop themselves instead of lingering."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    watchdog = None
+    if os.environ.get("KCT_EXIT_WITH_PARENT") == "1":
+        parent = os.getppid()
+
+        async def watch() -> None:
+            while os.getppid() == parent:
+                await asyncio.sleep(1.0)
+            stop.set()
+        watchdog = asyncio.create_task(watch())
     await stop.wait()
+    if watchdog is not None:
+        watchdog.cancel()
 
 
 async def run_controller(args: argparse.Namespace) -> int:

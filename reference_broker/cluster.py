@@ -176,6 +176,7 @@ class Cluster:
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env["KCT_EXIT_WITH_PARENT"] = "1"      # nodes stop when this launcher dies without stopping them
         return env
 
     def _controller_proc(self) -> NodeProcess:
