@@ -14,6 +14,7 @@ import pytest
 
 from chaos.faults import Partition, ToxiproxyClient, cut_links
 from chaos.nemesis import Context, NemesisRunner, ScheduleSpec, Step, generate
+from fixtures.process import wait_gone
 from fixtures.reference import ReferenceTarget
 from fixtures.target import PARTITION
 from history import Recorder
@@ -27,10 +28,12 @@ LAG_S = 3.0  # the cluster default replica.lag.time.max.ms
 def target() -> Iterator[ReferenceTarget]:
     t = ReferenceTarget({"memory": "true", "brokers": "3", "proxied": "true"})
     t.start()
+    proxy_pid = t._network._proc.pid
     try:
         yield t
     finally:
         t.stop()
+    assert wait_gone(proxy_pid, 5), "the proxy process outlived its target"
 
 
 @pytest.fixture
