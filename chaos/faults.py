@@ -86,7 +86,8 @@ class Topology:
     """Which proxy carries which traffic. Node names: "b<id>" for brokers, "c" (or any) for clients.
 
     `links` maps (from, to) -> proxy name; a client-facing proxy of broker 1 is ("c", "b1"). On a single broker
-    only client links exist; the cluster adds ("b1", "b2") follower-fetch and controller links [LATER].
+    only client links exist; a proxied reference cluster (fixtures/proxied.py) adds ("b1", "b2") follower-fetch
+    links and ("b1", "controller") controller links.
     """
 
     links: dict[tuple[str, str], str] = field(default_factory=dict)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..faults import Topology, ToxiproxyClient
+from ..faults import Partition, Topology, ToxiproxyClient, cut_links
 
 
 @dataclass
@@ -20,10 +20,27 @@ class Context:
     client: ToxiproxyClient | None = None
     topology: Topology = field(default_factory=Topology)
 
+    @classmethod
+    def from_target(cls, target: Any) -> Context:
+        """The context of a target that brings its own proxies (a proxied reference cluster: `proxy_api`,
+        `topology`); other targets get no proxy API, and network faults say so when they start."""
+        api = getattr(target, "proxy_api", None)
+        topology = getattr(target, "topology", None)
+        return cls(target=target, client=ToxiproxyClient(api) if api else None, topology=topology or Topology())
+
     def need_client(self, kind: str) -> ToxiproxyClient:
         if self.client is None:
             raise RuntimeError(f"nemesis {kind!r} needs a proxy API (Context.client)")
         return self.client
+
+    def partition_fault(self, kind: str, params: dict[str, Any], components: Sequence[Sequence[str]]) -> Fault:
+        """A fault that cuts every proxy between `components` and heals exactly those."""
+        client = self.need_client(kind)
+        cut = cut_links(self.topology, components)
+        if not cut:
+            raise RuntimeError(f"nemesis {kind!r}: the topology has no link between {list(components)}")
+        part = Partition(client, cut)
+        return Fault(kind, {**params, "proxies": cut}, part.apply, part.heal)
 
     def broker_proxy(self, kind: str, broker: int) -> str:
         name = self.topology.client_proxy(broker)
@@ -48,6 +65,8 @@ class PlanInput:
 
     brokers: Sequence[int]
     nodes: Sequence[str]
+    controllers: Sequence[str] = ()  # topology nodes of controllers ("controller" on the reference cluster)
+    topics: Sequence[str] = ()  # topics a leader-targeting fault may pick from (empty: decided when it starts)
 
 
 class Nemesis(Protocol):

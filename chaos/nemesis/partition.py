@@ -1,8 +1,9 @@
 """partition: cut the proxies between components of nodes, heal at the end.
 
 Modes (Jepsen's): "isolate" one node from all others, "halves" (majority/minority), "bridge" (two halves and a
-node that sees both). Nodes are the topology's: "c" for clients, "b<id>" for brokers. Isolating the leader of a
-partition or the controller is "isolate" with that node, chosen by the caller from cluster metadata [LATER].
+node that sees both). Nodes are the topology's: "c" for clients, "b<id>" for brokers. Splits that need the
+running cluster or its controller have their own nemeses: isolate_leader, isolate_controller, majority_minority,
+bridge.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ class NemesisRunner:
                 if not self._wait_until(t0, at):
                     break
                 if is_start:
-                    fault = self.nemeses[step.kind].bind(step.params, self.ctx)
+                    fault = self._bind(step)
                     self.active.append((step, fault))
                     if not self._transition(step, fault, "start", fault.start):
                         # a half-applied fault is undone at once rather than left for the cleanup
@@ -105,6 +105,19 @@ class NemesisRunner:
         finally:
             self.undo_all()
             restore()
+
+    def _bind(self, step: Step) -> Fault:
+        """The step's fault; if binding fails (e.g. no leader to look up), a fault whose start reports that
+        error, so it is recorded like any failed start and the schedule goes on."""
+        try:
+            return self.nemeses[step.kind].bind(step.params, self.ctx)
+        except Exception as e:  # noqa: BLE001 - recorded as the start's error
+            error = e
+
+            def fail() -> None:
+                raise error
+
+            return Fault(step.kind, dict(step.params), fail, lambda: None)
 
     def undo_all(self) -> None:
         """Stop every active fault, newest first (idempotent)."""

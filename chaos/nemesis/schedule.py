@@ -9,15 +9,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import Nemesis, PlanInput
+from .bridge import BridgeNemesis
+from .isolate_controller import IsolateControllerNemesis
+from .isolate_leader import IsolateLeaderNemesis
 from .kafka_error import KafkaErrorNemesis
 from .kill import KillNemesis
 from .latency import LatencyNemesis
+from .majority_minority import MajorityMinorityNemesis
 from .partition import PartitionNemesis
 from .pause import PauseNemesis
 from .restart import RestartNemesis
 
-NEMESES: dict[str, Nemesis] = {n.kind: n for n in (KillNemesis(), PauseNemesis(), RestartNemesis(),
-                                                    PartitionNemesis(), LatencyNemesis(), KafkaErrorNemesis())}
+NEMESES: dict[str, Nemesis] = {n.kind: n for n in (
+    KillNemesis(), PauseNemesis(), RestartNemesis(), PartitionNemesis(), LatencyNemesis(), KafkaErrorNemesis(),
+    # network splits of a proxied cluster (fixtures.proxied): need a topology with broker and controller links
+    IsolateLeaderNemesis(), IsolateControllerNemesis(), MajorityMinorityNemesis(), BridgeNemesis())}
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,8 @@ class ScheduleSpec:
     faults: tuple[str, ...] = ("kill", "pause", "partition", "latency", "kafka-error")
     brokers: tuple[int, ...] = (0,)
     clients: tuple[str, ...] = ("c",)
+    controllers: tuple[str, ...] = ()  # e.g. ("controller",) on the proxied reference cluster
+    topics: tuple[str, ...] = ()  # for isolate-leader (empty: the first topic when the fault starts)
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.faults if f not in NEMESES]
@@ -57,7 +65,8 @@ class Step:
 def generate(seed: int, spec: ScheduleSpec) -> list[Step]:
     """The schedule for `seed`: deterministic (one random.Random(seed), faults in a fixed order)."""
     rng = random.Random(seed)
-    where = PlanInput(brokers=spec.brokers, nodes=[*spec.clients, *(f"b{b}" for b in spec.brokers)])
+    where = PlanInput(brokers=spec.brokers, nodes=[*spec.clients, *(f"b{b}" for b in spec.brokers)],
+                      controllers=spec.controllers, topics=spec.topics)
     steps = []
     n = int(spec.total // spec.interval)
     for i in range(n):

@@ -21,10 +21,34 @@ import dataclasses
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-if TYPE_CHECKING:
-    from ..server import Link
+from ..frames import FrameCounter
+
+
+class ConnectionView(Protocol):
+    """What a toxic may do to its connection (server.Connection provides it; toxics never import the server)."""
+
+    no_response_requests: int
+
+    def close(self) -> None: ...
+
+    def reset(self) -> None: ...
+
+    def requests_expecting_response(self) -> int: ...
+
+    def inject_response(self, after: int, frame: bytes) -> None: ...
+
+
+class LinkView(Protocol):
+    """What a toxic sees of one direction of a connection (server.Link provides it)."""
+
+    tracker: FrameCounter
+
+    @property
+    def connection(self) -> ConnectionView: ...
+
+    def close_output(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -43,7 +67,7 @@ class Stub:
 
     __slots__ = ("link", "state", "interrupted", "rng", "tasks", "enabled", "generation")
 
-    def __init__(self, link: Link, state: Any, rng: random.Random, enabled: bool) -> None:
+    def __init__(self, link: LinkView, state: Any, rng: random.Random, enabled: bool) -> None:
         self.link = link
         self.state = state
         self.rng = rng

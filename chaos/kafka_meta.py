@@ -1,0 +1,65 @@
+"""Cluster facts a fault needs at the moment it starts (who leads a partition), read with a Metadata request.
+
+Why here and not in the nemesis: the answer depends on the running cluster, not on the seed, so a schedule plans
+"isolate the leader of topic/partition" and this resolves it when the fault starts. Requests go through the
+target's bootstrap (on a proxied cluster: the client proxies), over the reference client stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def run_sync(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from synchronous code, also when the calling thread runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())  # type: ignore[arg-type]
+    out: list[Any] = []
+
+    def worker() -> None:
+        try:
+            out.append((True, asyncio.run(make())))  # type: ignore[arg-type]
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            out.append((False, e))
+
+    t = threading.Thread(target=worker, name="kafka-meta", daemon=True)
+    t.start()
+    t.join()
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
+
+
+async def _describe(bootstrap: str, timeout: float) -> dict[str, Any]:
+    from reference_broker.client import Admin
+
+    async with Admin(bootstrap, request_timeout=timeout) as admin:
+        return await asyncio.wait_for(admin.describe_topics(None), timeout)
+
+
+def partition_leader(bootstrap: str, topic: str | None, partition: int = 0, timeout: float = 5.0
+                     ) -> tuple[str, int, int]:
+    """(topic, partition, leader id) from Metadata; `topic=None` picks the first non-internal topic by name.
+
+    Raises LookupError when there is no such topic/partition or it has no leader (-1)."""
+    topics = run_sync(lambda: _describe(bootstrap, timeout))
+    if topic is None:
+        names = sorted(n for n, t in topics.items() if not t.is_internal)
+        if not names:
+            raise LookupError("no topic to find a leader of")
+        topic = names[0]
+    meta = topics.get(topic)
+    if meta is None or meta.error_code or partition not in meta.partitions:
+        raise LookupError(f"no partition {topic}-{partition} in Metadata")
+    leader = meta.partitions[partition].leader
+    if leader < 0:
+        raise LookupError(f"{topic}-{partition} has no leader")
+    return topic, partition, leader
