@@ -15,7 +15,8 @@ Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``):
   an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND (GAPS.md).
 - v13+ name topics by id (KIP-516): an unknown id is UNKNOWN_TOPIC_ID for its partitions. v15 moves the replica id
   into ReplicaState (KIP-903). v16 node endpoints (KIP-951) are sent empty (clients refresh metadata instead).
-- Only the leader serves reads (no KIP-392 follower fetching): elsewhere NOT_LEADER_OR_FOLLOWER.
+- Only the leader serves reads (no KIP-392 follower fetching): elsewhere NOT_LEADER_OR_FOLLOWER; with that error and
+  FENCED/UNKNOWN_LEADER_EPOCH, v12+ answers carry the current leader and its epoch (``current_leader``).
 - Followers (replica_id >= 0) read to the LEO; their fetch offset is recorded as their LEO, which moves the HW and
   the ISR (Partition.updateFollowerFetchState); v12+ answers diverging_epoch when their last fetched epoch does not
   match the leader's log (KIP-320), completing a parked fetch at once (DelayedFetch Case H).
@@ -89,12 +90,21 @@ def read_all(b, statuses: list[FetchPartitionStatus], max_bytes: int, isolation:
     return out
 
 
-def _response(reads, session_id: int = 0) -> FetchResponse:
+LEADERSHIP_ERRORS = {E.NotLeaderForPartitionError.errno, E.FencedLeaderEpochError.errno,
+                     E.UnknownLeaderEpochError.errno}
+
+
+def _response(reads, session_id: int = 0, image=None) -> FetchResponse:
     by_topic: dict[tuple, list] = {}
     for st, err, records, hw, lso, lstart, div in reads:
         extra = {}
         if div is not None:
             extra["diverging_epoch"] = PartData.EpochEndOffset(epoch=div[0], end_offset=div[1])
+        if err in LEADERSHIP_ERRORS and image is not None:
+            # v12+ current-leader hint (KIP-951 carries it further): who leads now, at which epoch.
+            ps = image.partition(st.topic, st.partition_index)
+            if ps is not None:
+                extra["current_leader"] = PartData.LeaderIdAndEpoch(leader_id=ps.leader, leader_epoch=ps.leader_epoch)
         by_topic.setdefault((st.topic, st.topic_id), []).append(PartData(
             partition_index=st.partition_index, error_code=err, high_watermark=hw, last_stable_offset=lso,
             log_start_offset=lstart, aborted_transactions=None, preferred_read_replica=-1, records=records,
@@ -135,6 +145,6 @@ async def handle(ctx, req):
     faults = b.faults
     enough = readable > req.min_bytes if faults.on("fetch.min_bytes_exclusive") else readable >= req.min_bytes
     if req.max_wait_ms <= 0 or not statuses or enough or errored or faults.on("fetch.ignore_max_wait"):
-        return _response(reads)
+        return _response(reads, image=b.image)
     await b.replicas.park_fetch(statuses, req.min_bytes, isolation, replica_id >= 0, req.max_wait_ms / 1000)
-    return _response(read_all(b, statuses, max_bytes, isolation, oor, replica_id))
+    return _response(read_all(b, statuses, max_bytes, isolation, oor, replica_id), image=b.image)
