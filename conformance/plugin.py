@@ -294,7 +294,11 @@ def _rule_json(rule_id: str) -> dict[str, Any]:
     r = catalogue.RULES.get(rule_id)
     if r is None:
         return {"id": rule_id, "statement": "(not in the catalogue)", "source": "", "suite": "?"}
-    return {"id": r.id, "statement": r.statement, "source": r.source, "suite": r.suite}
+    from .coverage import switches_by_rule
+
+    # "switches": the reference broker's fault switches shown to break this rule (the report's rule coverage)
+    return {"id": r.id, "statement": r.statement, "source": r.source, "suite": r.suite,
+            "switches": switches_by_rule([r.id])[r.id]}
 
 
 def _iso(t: float) -> str:

@@ -153,4 +153,5 @@ def test_fault_switch_shows_as_divergence(tmp_path: Path, fault: str, suite: str
     page = (out / "index.html").read_text()
     assert f'id="divergence-0-{diverges}"' in page, "the report links the rule's cell to its divergence"
     assert f"faults: {fault}" in page
+    assert 'id="rule-coverage"' in page and f"<code>{fault}</code>" in page, "the report shows rule coverage"
     assert div["message"].splitlines()[0][:60] in html.unescape(page)
