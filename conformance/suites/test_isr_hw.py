@@ -172,6 +172,9 @@ class Cluster:
         return await self.to(node)
 
     async def topic(self, replicas: int = 3, configs: dict[str, str] | None = None) -> tuple[str, ops.PartitionMeta]:
+        if len(self.brokers) < replicas:   # a fresh cluster's last broker may still be registering
+            (self.brokers, _), _ = await eventually(lambda: ops.metadata(self.wire, []),
+                                                    lambda m: len(m[0]) >= replicas, 15)
         if len(self.brokers) < replicas:
             pytest.skip(f"target {self.target.name!r} has {len(self.brokers)} brokers; this check needs {replicas}")
         name = unique_name("isr")
