@@ -36,6 +36,17 @@ from .recording import SessionHistory, new_run_id
 # The property machines' hypothesis profiles (kct-ci, thorough) must exist before --hypothesis-profile is read.
 pytest_plugins = ["conformance.properties.plugin"]
 
+# Third-party deprecation noise, filtered where it arises (module regex) so our own warnings still show. kafka-python
+# 3.0's schema loader calls importlib.resources.read_text (deprecated, legacy API) once per request class; that
+# legacy read_text calls open_text, which warns again from inside importlib.resources._legacy.
+THIRD_PARTY_WARNINGS = [
+    "ignore:read_text is deprecated:DeprecationWarning:kafka.protocol.schemas.load_json",
+    "ignore:open_text is deprecated:DeprecationWarning:importlib.resources._legacy",
+]
+for _spec in THIRD_PARTY_WARNINGS:   # outside pytest too (replay scripts, `python -m conformance`)
+    _action, _message, _category, _module = _spec.split(":")
+    warnings.filterwarnings(_action, message=_message, category=DeprecationWarning, module=_module)  # type: ignore[arg-type]
+
 RESULTS_SCHEMA = "kct-conformance-results/1"
 MARKER = "rule"
 _EVIDENCE = pytest.StashKey[Evidence]()
@@ -54,6 +65,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}(*ids): the catalogue rule ids (conformance.rules) a check checks")
+    # pytest resets warning filters around every test ("always" for DeprecationWarning, then ini filters), so the
+    # import-time filters above do not reach tests; ini lines do (a user's -W option still wins).
+    for spec in THIRD_PARTY_WARNINGS:
+        config.addinivalue_line("filterwarnings", spec)
     # The checks are `async def`; run them without per-check markers also where no project ini sets the mode
     # (e.g. `pytest --pyargs conformance.suites` from an installed package). An explicit choice always wins.
     with warnings.catch_warnings():      # inicfg is the only way to tell "unset" from "set to strict"
@@ -279,7 +294,11 @@ def _rule_json(rule_id: str) -> dict[str, Any]:
     r = catalogue.RULES.get(rule_id)
     if r is None:
         return {"id": rule_id, "statement": "(not in the catalogue)", "source": "", "suite": "?"}
-    return {"id": r.id, "statement": r.statement, "source": r.source, "suite": r.suite}
+    from .coverage import switches_by_rule
+
+    # "switches": the reference broker's fault switches shown to break this rule (the report's rule coverage)
+    return {"id": r.id, "statement": r.statement, "source": r.source, "suite": r.suite,
+            "switches": switches_by_rule([r.id])[r.id]}
 
 
 def _iso(t: float) -> str:

@@ -12,6 +12,10 @@ batch boundaries, round-trip time). ``Wire`` wraps one ``reference_broker.client
 
 Single-broker targets answer everything on the bootstrap broker. For clusters, ``Wire.leader(topic, partition)``
 and ``Wire.coordinator(group)`` open a ``Wire`` to the right broker (same evidence and history).
+
+This is the one request layer: the suites, the property machines (through the plain-tuple views in
+``conformance.properties.ops``) and chaos workloads all send through ``Wire``, so every exchange is recorded the
+same way (evidence when the Wire has one, history when it has one).
 """
 from __future__ import annotations
 
@@ -22,7 +26,13 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsRequest, DeleteRecordsRequest
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DescribeConfigsRequest,
+    DescribeGroupsRequest,
+    ElectLeadersRequest,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     HeartbeatRequest,
@@ -31,6 +41,7 @@ from kafka.protocol.consumer import (
     ListOffsetsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
@@ -48,11 +59,12 @@ from .recording import Op, SessionHistory, decode_value, encode_value
 VERSIONS: dict[str, int] = {
     "Produce": 9, "Fetch": 12, "ListOffsets": 7, "Metadata": 9, "OffsetCommit": 8, "OffsetFetch": 7,
     "FindCoordinator": 3, "JoinGroup": 7, "Heartbeat": 4, "LeaveGroup": 4, "SyncGroup": 5, "CreateTopics": 7,
-    "DeleteRecords": 2,
+    "DeleteRecords": 2, "OffsetForLeaderEpoch": 4, "DescribeGroups": 5, "DescribeConfigs": 4, "ElectLeaders": 2,
 }
 API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
             "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
-            "CreateTopics": 19, "DeleteRecords": 21}
+            "CreateTopics": 19, "DeleteRecords": 21, "OffsetForLeaderEpoch": 23, "DescribeGroups": 15,
+            "DescribeConfigs": 32, "ElectLeaders": 43}
 EARLIEST, LATEST = -2, -1
 NONE = 0
 DEFAULT_TIMEOUT_S = 30.0
@@ -105,6 +117,10 @@ class PartitionFetch:
     def offsets(self) -> list[int]:
         return [o for b in self.batches for o, _ in b.records]
 
+    @property
+    def offsets_and_values(self) -> list[tuple[int, bytes | None]]:
+        return [r for b in self.batches for r in b.records]
+
 
 @dataclass
 class FetchResult:
@@ -133,6 +149,7 @@ class ProduceResult:
     rtt_ms: float
     values: list[int]
     batch_bytes: int  # size of the batch we sent; a v2 uncompressed batch keeps its size in the log
+    log_start_offset: int = -1
 
 
 def decode_batches(data: bytes | None) -> list[Batch]:
@@ -181,11 +198,12 @@ class Wire:
 
     @classmethod
     async def connect(cls, bootstrap: str, *, evidence: Evidence | None = None,
-                      history: SessionHistory | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Wire:
+                      history: SessionHistory | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                      client_id: str = "kct-conformance") -> Wire:
         """Connect to the first bootstrap broker and negotiate versions (ApiVersions)."""
         host, _, port = bootstrap.split(",")[0].rpartition(":")
         try:
-            conn = await Connection.connect(host, int(port), client_id="kct-conformance")
+            conn = await Connection.connect(host, int(port), client_id=client_id)
             await conn.api_versions()
         except (OSError, ConnectionClosedError, TimeoutError) as exc:
             raise TargetDiverged(f"cannot talk to {bootstrap}: {exc!r}") from exc
@@ -212,7 +230,7 @@ class Wire:
         if (host, port) == (self.conn.host, self.conn.port):
             return self
         w = await Wire.connect(f"{host}:{port}", evidence=self.evidence, history=self.history,
-                               timeout_s=self.timeout_s)
+                               timeout_s=self.timeout_s, client_id=self.conn.client_id)
         self._others.append(w)
         return w
 
@@ -224,10 +242,14 @@ class Wire:
                                  f"at any version we speak (pinned v{VERSIONS[api]})")
         return v
 
-    def submit(self, api: str, request: Any, *, timeout_s: float | None = None,
-               label: str | None = None, summary: Any = None) -> Awaitable[Response]:
-        """Send now (pipelining), await later; the exchange is added to the evidence when it completes."""
-        version = self.version(api)
+    def serves(self, api: str) -> bool:
+        return api in self.versions
+
+    def submit(self, api: str, request: Any, *, timeout_s: float | None = None, label: str | None = None,
+               summary: Any = None, version: int | None = None) -> Awaitable[Response]:
+        """Send now (pipelining), await later; the exchange is added to the evidence when it completes.
+        ``version`` overrides the negotiated one (a check about an older version's behaviour)."""
+        version = self.version(api) if version is None else version
         try:
             fut = self.conn.submit(request, version)
         except ConnectionClosedError as exc:
@@ -250,9 +272,9 @@ class Wire:
         return wait()
 
     async def request(self, api: str, request: Any, *, timeout_s: float | None = None, label: str | None = None,
-                      summary: Any = None, record: bool = True) -> Response:
+                      summary: Any = None, record: bool = True, version: int | None = None) -> Response:
         """Send one request and await the answer; records the exchange in the evidence unless ``record`` is False."""
-        r = await self.submit(api, request, timeout_s=timeout_s, label=label, summary=summary)
+        r = await self.submit(api, request, timeout_s=timeout_s, label=label, summary=summary, version=version)
         if record:
             self._note(api, r.api_version, summary if summary is not None else request, r.body, r.rtt_ns / 1e6,
                        label)
@@ -273,16 +295,9 @@ class Wire:
                            configs: dict[str, str] | None = None) -> str:
         """Create a topic (unique name by default) and wait until Metadata shows a leader for every partition."""
         name = name or unique_name()
-        T = CreateTopicsRequest.CreatableTopic
-        C = T.CreatableTopicConfig
-        req = CreateTopicsRequest(topics=[T(name=name, num_partitions=partitions,
-                                            replication_factor=replication_factor, assignments=[],
-                                            configs=[C(name=k, value=v) for k, v in (configs or {}).items()])],
-                                  timeout_ms=10000, validate_only=False)
-        r = await self.request("CreateTopics", req)
-        code = r.body.topics[0].error_code
+        code, message = await self.create_topic_code(name, partitions, replication_factor, configs)
         if code not in (0, 36):  # 36 TOPIC_ALREADY_EXISTS: fine for a name we chose to reuse
-            raise TargetDiverged(f"CreateTopics {name} failed with error {code}: {r.body.topics[0].error_message}")
+            raise TargetDiverged(f"CreateTopics {name} failed with error {code}: {message}")
         for _ in range(100):
             md = await self.metadata([name], record=False)
             t = md.get(name)
@@ -292,8 +307,21 @@ class Wire:
             await asyncio.sleep(0.05)
         raise TargetDiverged(f"topic {name} created but Metadata never showed {partitions} partitions with leaders")
 
+    async def create_topic_code(self, name: str, partitions: int = 1, replication_factor: int = -1,
+                                configs: dict[str, str] | None = None) -> tuple[int, str | None]:
+        """One CreateTopics, no waiting → (error_code, error_message): for checks about the answer itself."""
+        T = CreateTopicsRequest.CreatableTopic
+        C = T.CreatableTopicConfig
+        req = CreateTopicsRequest(topics=[T(name=name, num_partitions=partitions,
+                                            replication_factor=replication_factor, assignments=[],
+                                            configs=[C(name=k, value=v) for k, v in (configs or {}).items()])],
+                                  timeout_ms=10000, validate_only=False)
+        r = await self.request("CreateTopics", req)
+        return r.body.topics[0].error_code, r.body.topics[0].error_message
+
     async def metadata(self, topics: Iterable[str] | None = None, *, record: bool = True) -> dict[str, Any]:
-        """{topic: {error_code, partitions: {index: {leader, replicas, isr}}}} plus ``"_brokers"``."""
+        """{topic: {error_code, partitions: {index: {error_code, leader, leader_epoch, replicas, isr}}}} plus
+        ``"_brokers"`` ({node id: (host, port)})."""
         T = MetadataRequest.MetadataRequestTopic
         req = MetadataRequest(topics=None if topics is None else [T(name=t, topic_id=None) for t in topics],
                               allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
@@ -302,8 +330,10 @@ class Wire:
         out: dict[str, Any] = {"_brokers": {b.node_id: (b.host, b.port) for b in r.body.brokers}}
         for t in r.body.topics:
             out[t.name] = {"error_code": t.error_code, "partitions": {
-                p.partition_index: {"leader": p.leader_id, "replicas": list(p.replica_nodes),
-                                    "isr": list(p.isr_nodes)} for p in t.partitions}}
+                p.partition_index: {"error_code": p.error_code, "leader": p.leader_id,
+                                    "leader_epoch": getattr(p, "leader_epoch", -1),
+                                    "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes)}
+                for p in t.partitions}}
         return out
 
     async def leader(self, topic: str, partition: int = 0) -> Wire:
@@ -313,12 +343,17 @@ class Wire:
         host, port = md["_brokers"][node]
         return await self.sibling(host, port)
 
-    async def coordinator(self, group: str) -> Wire:
-        """A Wire to the group's coordinator (FindCoordinator v3)."""
+    async def find_coordinator(self, group: str) -> tuple[int, str, int]:
+        """FindCoordinator v3 (group) → (error_code, host, port)."""
         r = await self.request("FindCoordinator", FindCoordinatorRequest(key=group, key_type=0))
-        if r.body.error_code:
-            raise TargetDiverged(f"FindCoordinator({group}) error {r.body.error_code}")
-        return await self.sibling(r.body.host, r.body.port)
+        return r.body.error_code, r.body.host, r.body.port
+
+    async def coordinator(self, group: str) -> Wire:
+        """A Wire to the group's coordinator (FindCoordinator v3), closed with this one."""
+        err, host, port = await self.find_coordinator(group)
+        if err:
+            raise TargetDiverged(f"FindCoordinator({group}) error {err}")
+        return await self.sibling(host, port)
 
     # -- produce ---------------------------------------------------------------------------------------------
     def produce_request(self, topic: str, partition: int, batch: bytes, acks: int = -1,
@@ -328,8 +363,8 @@ class Wire:
             T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=batch)])])
 
     async def produce(self, topic: str, partition: int = 0, *, count: int = 1, size: int = 0,
-                      payloads: Sequence[bytes] | None = None, acks: int = -1, check: bool = True,
-                      timestamp_ms: int = 1_700_000_000_000) -> ProduceResult:
+                      payloads: Sequence[bytes | None] | None = None, acks: int = -1, check: bool = True,
+                      timestamp_ms: int = 1_700_000_000_000, timeout_ms: int = 10000) -> ProduceResult:
         """Append ONE batch of ``count`` records, each ``size`` bytes of payload (unique values, recorded).
 
         ``payloads`` overrides the generated ones (then history values are the decoded payloads). With ``check``
@@ -340,12 +375,14 @@ class Wire:
             payloads = [encode_value(v, size) for v in values]
         else:
             values = [decode_value(p) for p in payloads]  # type: ignore[misc]
+        limit = max(self.timeout_s, timeout_ms / 1000 + 10)
         batch = record_batch(payloads, timestamp_ms=timestamp_ms)
         recs = [{"topic": topic, "partition": partition, "key": None, "value": v} for v in values]
         summary = {"topic": topic, "partition": partition, "acks": acks, "records": len(payloads),
                    "batch_bytes": len(batch)}
         with self.op("send", {"records": recs}) as op:
-            r = await self.request("Produce", self.produce_request(topic, partition, batch, acks), summary=summary)
+            r = await self.request("Produce", self.produce_request(topic, partition, batch, acks, timeout_ms),
+                                   summary=summary, timeout_s=limit)
             if acks == 0:  # no answer: the outcome stays unknown (info) in the history
                 return ProduceResult(0, -1, r.rtt_ns / 1e6, values, len(batch))  # type: ignore[arg-type]
             pr = r.body.responses[0].partition_responses[0]
@@ -356,19 +393,22 @@ class Wire:
         if check and pr.error_code:
             raise TargetDiverged(f"Produce to {topic}/{partition} failed with error {pr.error_code}")
         return ProduceResult(pr.error_code, pr.base_offset, r.rtt_ns / 1e6, values,  # type: ignore[arg-type]
-                             len(batch))
+                             len(batch), getattr(pr, "log_start_offset", -1))
 
     # -- fetch -----------------------------------------------------------------------------------------------
     def fetch_request(self, parts: Sequence[tuple[str, int, int]], *, max_wait_ms: int, min_bytes: int,
                       max_bytes: int = 50 << 20, partition_max_bytes: int | Sequence[int] = 1 << 20,
-                      isolation_level: int = 0, replica_id: int = -1) -> FetchRequest:
-        """A sessionless Fetch for ``[(topic, partition, offset)]`` (order kept, per-partition max bytes)."""
+                      isolation_level: int = 0, replica_id: int = -1, current_leader_epoch: int = -1) -> FetchRequest:
+        """A sessionless Fetch for ``[(topic, partition, offset)]`` (order kept, per-partition max bytes).
+        ``current_leader_epoch`` >= 0 makes the broker refuse (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) unless it
+        leads in exactly that epoch (KIP-320)."""
         T = FetchRequest.FetchTopic
         pmb = list(partition_max_bytes) if isinstance(partition_max_bytes, Sequence) else (
             [partition_max_bytes] * len(parts))
         topics: list[Any] = []
         for (topic, p, off), cap in zip(parts, pmb, strict=True):
-            fp = T.FetchPartition(partition=p, fetch_offset=off, partition_max_bytes=cap, current_leader_epoch=-1,
+            fp = T.FetchPartition(partition=p, fetch_offset=off, partition_max_bytes=cap,
+                                  current_leader_epoch=current_leader_epoch,
                                   last_fetched_epoch=-1, log_start_offset=-1)
             if topics and topics[-1][0] == topic:
                 topics[-1][1].append(fp)
@@ -499,14 +539,17 @@ class Wire:
     # -- groups ----------------------------------------------------------------------------------------------
     async def join_group(self, group: str, member_id: str = "", *, instance_id: str | None = None,
                          session_timeout_ms: int = 10000, rebalance_timeout_ms: int = 10000,
-                         protocol: str = "range", metadata: bytes = b"\x00\x01kct", timeout_s: float = 60.0) -> Any:
-        """JoinGroup v7 (one try; MEMBER_ID_REQUIRED comes back as is). Returns the response body."""
+                         protocol: str = "range", metadata: bytes = b"\x00\x01kct", timeout_s: float = 60.0,
+                         protocols: Sequence[tuple[str, bytes]] | None = None, version: int | None = None) -> Any:
+        """JoinGroup v7 (one try; MEMBER_ID_REQUIRED comes back as is). Returns the response body.
+        ``protocols`` [(name, metadata)] replaces the single ``protocol``; ``version`` pins an older JoinGroup."""
         P = JoinGroupRequest.JoinGroupRequestProtocol
         req = JoinGroupRequest(group_id=group, session_timeout_ms=session_timeout_ms,
                                rebalance_timeout_ms=rebalance_timeout_ms, member_id=member_id,
                                group_instance_id=instance_id, protocol_type="consumer",
-                               protocols=[P(name=protocol, metadata=metadata)], reason=None)
-        return (await self.request("JoinGroup", req, timeout_s=timeout_s)).body
+                               protocols=[P(name=n, metadata=m) for n, m in (protocols or [(protocol, metadata)])],
+                               reason=None)
+        return (await self.request("JoinGroup", req, timeout_s=timeout_s, version=version)).body
 
     async def join_new_member(self, group: str, **kw: Any) -> Any:
         """Join as a new dynamic member, answering MEMBER_ID_REQUIRED (KIP-394) with the given id."""
@@ -534,3 +577,43 @@ class Wire:
         req = LeaveGroupRequest(group_id=group, members=[M(member_id=m, group_instance_id=i, reason=None)
                                                          for m, i in members])
         return (await self.request("LeaveGroup", req)).body
+
+    async def describe_group(self, group: str) -> Any:
+        """DescribeGroups v5 for one group → its entry (error_code, group_state, protocol_data, members)."""
+        r = await self.request("DescribeGroups", DescribeGroupsRequest(groups=[group],
+                                                                       include_authorized_operations=False))
+        return r.body.groups[0]
+
+    # -- replication and cluster ----------------------------------------------------------------------------
+    async def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int,
+                                      current_leader_epoch: int = -1, replica_id: int = -1) -> tuple[int, int, int]:
+        """OffsetForLeaderEpoch v4 → (error_code, leader_epoch, end_offset): the end of ``leader_epoch`` (KIP-279)."""
+        T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+        req = OffsetForLeaderEpochRequest(replica_id=replica_id, topics=[T(topic=topic, partitions=[
+            T.OffsetForLeaderPartition(partition=partition, current_leader_epoch=current_leader_epoch,
+                                       leader_epoch=leader_epoch)])])
+        p = (await self.request("OffsetForLeaderEpoch", req)).body.topics[0].partitions[0]
+        return p.error_code, p.leader_epoch, p.end_offset
+
+    async def broker_configs(self, broker_id: int, keys: Sequence[str]) -> dict[str, str] | None:
+        """Broker settings via DescribeConfigs v4 (resource BROKER), or None when not served or refused."""
+        if not self.serves("DescribeConfigs"):
+            return None
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        req = DescribeConfigsRequest(resources=[R(resource_type=4, resource_name=str(broker_id),
+                                                  configuration_keys=list(keys))],
+                                     include_synonyms=False, include_documentation=False)
+        res = (await self.request("DescribeConfigs", req)).body.results[0]
+        if res.error_code:
+            return None
+        return {cfg.name: cfg.value for cfg in res.configs if cfg.value is not None}
+
+    async def elect_preferred_leader(self, topic: str, partition: int) -> int:
+        """ElectLeaders v2 (PREFERRED) for one partition (any broker forwards it, KIP-460) → its error code."""
+        T = ElectLeadersRequest.TopicPartitions
+        req = ElectLeadersRequest(election_type=0, topic_partitions=[T(topic=topic, partitions=[partition])],
+                                  timeout_ms=30_000)
+        body = (await self.request("ElectLeaders", req, timeout_s=40)).body
+        if getattr(body, "error_code", 0):
+            return body.error_code
+        return body.replica_election_results[0].partition_result[0].error_code

@@ -20,6 +20,14 @@ FAULTS: dict[str, str] = {
     "produce.ignore_min_insync": "acks=all ignores min.insync.replicas (Kafka: NOT_ENOUGH_REPLICAS when the ISR is "
                                  "smaller, Partition.appendRecordsToLeader)",
     "list_offsets.latest_is_leo": "ListOffsets LATEST answers the log end offset instead of the high watermark",
+    "list_offsets.earliest_is_zero": "ListOffsets EARLIEST answers 0, ignoring the log start offset DeleteRecords "
+                                     "moved — breaks LIST-OFFSETS-EARLIEST",
+    "list_offsets.timestamp_exclusive": "ListOffsets by timestamp finds the first record with timestamp > it "
+                                        "(Kafka: >=) — breaks LIST-OFFSETS-TIMESTAMP",
+    "fetch.zero_wait_parks": "a fetch with max_wait_ms=0 that cannot reach min_bytes parks for 2 s (Kafka: "
+                             "answers at once) — breaks FETCH-MAXWAIT-ZERO",
+    "group.describe_unknown_empty": "DescribeGroups of an unknown group answers state Empty (Kafka: Dead) — breaks "
+                                    "GROUP-DESCRIBE-DEAD",
     # replication (ISR-HW suite)
     "isr.hw_is_leader_leo": "the leader's HW is its own LEO, ignoring in-sync followers (Kafka: min LEO over the "
                             "ISR, Partition.maybeIncrementLeaderHW) — breaks HW-MIN-LEO-ISR",

@@ -639,7 +639,8 @@ class GroupCoordinator:
     def describe(self, group_id: str) -> dict[str, Any]:
         g = self.groups.get(group_id)
         if g is None:
-            return {"state": DEAD, "protocol_type": "", "protocol": "", "members": []}
+            dead = EMPTY if self.faults.on("group.describe_unknown_empty") else DEAD
+            return {"state": dead, "protocol_type": "", "protocol": "", "members": []}
         stable = g.state == STABLE
         return {"state": g.state, "protocol_type": g.protocol_type or "",
                 "protocol": g.protocol_name or "" if g.state in (STABLE, COMPLETING) else "",

@@ -7,6 +7,8 @@ session and target. Output: ``DIR/index.html``, self-contained (inline CSS and S
   (divergence > error > pass > skipped), with counts and, for skips, the reason;
 - every divergence with its message and evidence (notes, timings, the wire exchanges, the assertion);
 - harness errors apart from divergences (they say nothing about the target);
+- rule coverage: per rule, the reference broker's fault switches shown to break it (``switches`` in the results'
+  rule catalogue, from ``conformance/coverage.py``) — a rule without one has checks nobody has shown can fail;
 - timing plots: for each check that recorded timings (the fetch suite), the measured time per target against the
   window Kafka's rule allows.
 
@@ -216,7 +218,15 @@ def build(runs: list[dict[str, Any]]) -> dict[str, Any]:
                        "durable": (t.get("config") or {}).get("durable"),
                        "counts": {o: outs.count(o) for o in ("pass", "divergence", "skipped", "error")},
                        "path": r.get("_path"), "history": r.get("history")})
+    # rule coverage (teeth): rule × fault switch, from the catalogue in the results (files before it: not known)
+    known = [m for m in rules.values() if "switches" in m]
+    switches = sorted({s for m in known for s in m["switches"]})
+    coverage = {"switches": switches, "rows": [
+        {"id": m["id"], "suite": m.get("suite", "?"), "switches": set(m["switches"])}
+        for m in sorted(known, key=lambda m: (m.get("suite", "?"), m["id"]))],
+        "covered": sum(1 for m in known if m["switches"]), "total": len(known)}
     return {"columns": columns, "suites": dict(sorted(suites.items())), "findings": findings, "plots": plots,
+            "coverage": coverage,
             "totals": totals, "symbol": SYMBOL, "colour": COLOUR,
             "generated": time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())}
 

@@ -30,7 +30,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from reference_broker.client.protocol import Connection
+from conformance.wire import Wire
 
 from . import ops
 from .model import EARLIEST, LATEST, NONE, GroupModel, PartitionModel
@@ -56,14 +56,14 @@ class _BrokerMachine(RuleBasedStateMachine):
         if self.bootstrap is None:
             raise RuntimeError(f"{type(self).__name__}.configure(bootstrap) was not called")
         self.loop = asyncio.new_event_loop()
-        self.conns: list[Connection] = []
+        self.conns: list[Wire] = []
         self.prefix = f"prop-{secrets.token_hex(3)}-{next(self._seq)}"
 
     def run(self, coro: Any) -> Any:
         """Run one step's requests on this machine's loop."""
         return self.loop.run_until_complete(asyncio.wait_for(coro, STEP_TIMEOUT_S))
 
-    def connect(self, to_coordinator_of: str | None = None) -> Connection:
+    def connect(self, to_coordinator_of: str | None = None) -> Wire:
         assert self.bootstrap is not None
         if to_coordinator_of is None:
             c = self.run(ops.connect_bootstrap(self.bootstrap, client_id="kct-property"))
@@ -185,7 +185,7 @@ class GroupMachine(_BrokerMachine):
         self.topic = f"{self.prefix}-t"
         self.admin = self.connect(self.group)
         self.model = GroupModel()
-        self.conn_of: dict[str, Connection] = {}
+        self.conn_of: dict[str, Wire] = {}
         self.id_of: dict[str, str] = {}
         self.names = itertools.count(1)
 

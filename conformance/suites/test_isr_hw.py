@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -74,26 +74,16 @@ rule("TRUNCATE-BY-EPOCH", "after a failover the old leader truncates to the end 
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(autouse=True)
-def _record_exchanges(evidence: Evidence) -> Iterator[None]:
-    """Requests made through conformance.properties.ops land in the check's evidence too."""
-    ops.attach_evidence(evidence)
-    try:
-        yield
-    finally:
-        ops.attach_evidence(None)
-
-
 async def high_watermark(w: Wire, topic: str, partition: int = 0, leader_epoch: int = -1) -> tuple[int, int]:
     """(error, high watermark) from a Fetch that answers at once (min_bytes 0); ``leader_epoch`` ≥ 0 pins the
     answer to that epoch (KIP-320), so an HW is attributed to the right leader."""
-    f = await ops.fetch(w.conn, topic, partition, 0, max_wait_ms=10, min_bytes=0, max_bytes=1024,
+    f = await ops.fetch(w, topic, partition, 0, max_wait_ms=10, min_bytes=0, max_bytes=1024,
                         current_leader_epoch=leader_epoch)
     return f.error, f.high_watermark
 
 
 async def state(w: Wire, topic: str, partition: int = 0) -> ops.PartitionMeta:
-    _brokers, parts = await ops.metadata(w.conn, [topic])
+    _brokers, parts = await ops.metadata(w, [topic])
     return parts[(topic, partition)]
 
 
@@ -167,7 +157,7 @@ class Cluster:
         self.killed: set[int] = set()
 
     async def start(self) -> None:
-        self.brokers, _ = await ops.metadata(self.wire.conn, [])
+        self.brokers, _ = await ops.metadata(self.wire, [])
 
     async def to(self, node: int) -> Wire:
         if node not in self.wires:
@@ -182,6 +172,9 @@ class Cluster:
         return await self.to(node)
 
     async def topic(self, replicas: int = 3, configs: dict[str, str] | None = None) -> tuple[str, ops.PartitionMeta]:
+        if len(self.brokers) < replicas:   # a fresh cluster's last broker may still be registering
+            (self.brokers, _), _ = await eventually(lambda: ops.metadata(self.wire, []),
+                                                    lambda m: len(m[0]) >= replicas, 15)
         if len(self.brokers) < replicas:
             pytest.skip(f"target {self.target.name!r} has {len(self.brokers)} brokers; this check needs {replicas}")
         name = unique_name("isr")
@@ -195,7 +188,7 @@ class Cluster:
         w = await self.observer()
         for node in sorted(self.brokers):
             try:
-                found = await ops.broker_configs(w.conn, node, ["replica.lag.time.max.ms"])
+                found = await ops.broker_configs(w, node, ["replica.lag.time.max.ms"])
             except AssertionError:      # DescribeConfigs refused (connection closed): fall back below
                 break
             if found and "replica.lag.time.max.ms" in found:
@@ -336,7 +329,7 @@ async def test_acks_all_isr_shrinks_while_waiting(cluster: Cluster, evidence: Ev
     follower = next(r for r in st.replicas if r != st.leader)
     cluster.pause(follower)
     t0 = time.monotonic()
-    err, base, _ = await ops.produce(leader.conn, topic, 0, [b"after-append"], acks=-1,
+    err, base, _ = await ops.produce(leader, topic, 0, [b"after-append"], acks=-1,
                                      timeout_ms=int(lag_ms * 3 + 10_000))
     evidence.timing("acks_all_answer", (time.monotonic() - t0) * 1000, expect_min_ms=lag_ms)
     assert err in (NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT), (
@@ -355,7 +348,7 @@ async def test_hw_monotonic_per_epoch_across_failover(cluster: Cluster, evidence
     acked: list[tuple[int, bytes]] = []        # a list: two acknowledged writes at one offset is itself a loss
     for i in range(5):
         value = f"before-{i}".encode()
-        err, base, _ = await ops.produce(leader.conn, topic, 0, [value], acks=-1)
+        err, base, _ = await ops.produce(leader, topic, 0, [value], acks=-1)
         assert err == NONE
         acked.append((base, value))
         by_epoch.setdefault(st.leader_epoch, []).append((await high_watermark(leader, topic, 0, st.leader_epoch))[1])
@@ -366,14 +359,14 @@ async def test_hw_monotonic_per_epoch_across_failover(cluster: Cluster, evidence
     assert st2.leader != st.leader and st2.leader in st.isr, f"no clean leader from ISR {st.isr} after kill: {st2}"
     new = await cluster.to(st2.leader)
     for i in range(5):
-        err, base, _ = await ops.produce(new.conn, topic, 0, [f"after-{i}".encode()], acks=-1)
+        err, base, _ = await ops.produce(new, topic, 0, [f"after-{i}".encode()], acks=-1)
         assert err == NONE, f"acks=all on the new leader {st2.leader}: {err}"
         acked.append((base, f"after-{i}".encode()))
         by_epoch.setdefault(st2.leader_epoch, []).append((await high_watermark(new, topic, 0, st2.leader_epoch))[1])
     evidence.note("hw_by_epoch", by_epoch)
     for epoch, hws in by_epoch.items():
         assert hws == sorted(hws), f"HW went back within leader epoch {epoch}: {hws}"
-    got = dict((await ops.fetch(new.conn, topic, 0, 0, max_wait_ms=10, min_bytes=0)).records)
+    got = dict((await ops.fetch(new, topic, 0, 0, max_wait_ms=10, min_bytes=0)).records)
     lost = [(o, v) for o, v in acked if got.get(o) != v]
     assert not lost, f"acks=all records lost or moved after failover to {st2.leader}: {lost} (log: {got})"
 
@@ -386,7 +379,7 @@ async def test_old_leader_truncates_by_leader_epoch(cluster: Cluster, evidence: 
     old = st.leader
     leader = await cluster.to(old)
     for i in range(3):
-        assert (await ops.produce(leader.conn, topic, 0, [f"a-{i}".encode()], acks=-1))[0] == NONE
+        assert (await ops.produce(leader, topic, 0, [f"a-{i}".encode()], acks=-1))[0] == NONE
     n = 3
     followers = [r for r in st.replicas if r != old]
     for f in followers:
@@ -394,7 +387,7 @@ async def test_old_leader_truncates_by_leader_epoch(cluster: Cluster, evidence: 
     # A follower's fetch parked at the leader when it was paused would still carry B into its socket buffer (read
     # on resume); after replica.fetch.wait.max.ms (Kafka: 500 ms) every parked fetch has been answered empty.
     await asyncio.sleep(1.0)
-    err, base_b, _ = await ops.produce(leader.conn, topic, 0, [b"b-0", b"b-1"], acks=1)
+    err, base_b, _ = await ops.produce(leader, topic, 0, [b"b-0", b"b-1"], acks=1)
     assert err == NONE and base_b == n
     await cluster.kill(old)                               # before the followers leave the ISR: a clean election follows
     for f in followers:
@@ -403,9 +396,9 @@ async def test_old_leader_truncates_by_leader_epoch(cluster: Cluster, evidence: 
     st2, _ = await eventually(lambda: state(obs, topic), lambda s: s.leader in followers, 60)
     assert st2.leader in followers, f"no new leader among {followers}: {st2}"
     new = await cluster.to(st2.leader)
-    err, base_c, _ = await ops.produce(new.conn, topic, 0, [b"c-0", b"c-1", b"c-2"], acks=-1)
+    err, base_c, _ = await ops.produce(new, topic, 0, [b"c-0", b"c-1", b"c-2"], acks=-1)
     assert err == NONE and base_c == n, f"the new leader's log must end at {n} (B was never replicated): {base_c}"
-    err, epoch, end = await ops.offset_for_leader_epoch(new.conn, topic, 0, st.leader_epoch)
+    err, epoch, end = await ops.offset_for_leader_epoch(new, topic, 0, st.leader_epoch)
     evidence.note("offset_for_leader_epoch", {"asked": st.leader_epoch, "epoch": epoch, "end_offset": end})
     assert err == NONE and end == n, (
         f"OffsetForLeaderEpoch({st.leader_epoch}) on the new leader answered end offset {end} (epoch {epoch}, "
@@ -413,12 +406,12 @@ async def test_old_leader_truncates_by_leader_epoch(cluster: Cluster, evidence: 
     cluster.restart(old)
     st3, _ = await eventually(lambda: state(new, topic), lambda s: old in s.isr, 60)
     assert old in st3.isr, f"the old leader {old} never rejoined the ISR: {st3}"
-    assert await ops.elect_preferred_leader(new.conn, topic, 0) in (NONE, 84), "ElectLeaders failed"  # 84: already
+    assert await ops.elect_preferred_leader(new, topic, 0) in (NONE, 84), "ElectLeaders failed"  # 84: already
     st4, _ = await eventually(lambda: state(new, topic), lambda s: s.leader == old, 30)
     if st4.leader != old:
         pytest.skip(f"could not move leadership back to {old} (preferred replica {st.replicas[0]}): {st4}")
     back = await cluster.to(old)
-    got = (await ops.fetch(back.conn, topic, 0, 0, max_wait_ms=10, min_bytes=0)).records
+    got = (await ops.fetch(back, topic, 0, 0, max_wait_ms=10, min_bytes=0)).records
     want = [(i, f"a-{i}".encode()) for i in range(n)] + [(n + i, f"c-{i}".encode()) for i in range(3)]
     assert got[:len(want)] == want, (
         f"the old leader {old} serves {got}; after truncating by epoch it must hold {want} (its acks=1 "

@@ -37,8 +37,8 @@ from conformance.properties.ops import (
     UNKNOWN_MEMBER_ID,
 )
 from conformance.rules import rule
+from conformance.wire import Wire
 from fixtures.target import Target
-from reference_broker.client.protocol import Connection
 
 SUITE = "rebalance"
 CG = "org.apache.kafka.coordinator.group"
@@ -175,16 +175,6 @@ def group_broker(target: Target, tmp_path_factory: pytest.TempPathFactory) -> It
     yield _group_broker(target.name, target.bootstrap, found)
 
 
-@pytest.fixture(autouse=True)
-def _record_exchanges(evidence: Evidence) -> Iterator[None]:
-    """Every request a check makes goes into its evidence, so a divergence shows the exchanges that led to it."""
-    ops.attach_evidence(evidence)
-    try:
-        yield
-    finally:
-        ops.attach_evidence(None)
-
-
 def unique(prefix: str) -> str:
     return f"kct-{prefix}-{secrets.token_hex(4)}"
 
@@ -194,7 +184,7 @@ class Member:
     """One group member on its own connection (Kafka serves one request per connection at a time, and a
     JoinGroup parks), remembering its member id and generation like a client does."""
 
-    conn: Connection
+    conn: Wire
     group: str
     broker: GroupBroker
     instance_id: str | None = None
@@ -247,16 +237,17 @@ class Member:
 class Session:
     """The connections and background joins of one check; everything is closed/cancelled at the end."""
 
-    def __init__(self, broker: GroupBroker, group: str) -> None:
+    def __init__(self, broker: GroupBroker, group: str, evidence: Evidence | None = None) -> None:
         self.broker = broker
         self.group = group
-        self.conns: list[Connection] = []
+        self.evidence = evidence  # every request a check makes goes into its evidence
+        self.conns: list[Wire] = []
         self.tasks: list[asyncio.Task[Any]] = []
-        self.admin: Connection | None = None
+        self.admin: Wire | None = None
         self.topic = unique("t")
 
-    async def connect(self) -> Connection:
-        c = await ops.coordinator(self.broker.bootstrap, self.group)
+    async def connect(self) -> Wire:
+        c = await ops.coordinator(self.broker.bootstrap, self.group, evidence=self.evidence)
         self.conns.append(c)
         return c
 
@@ -266,7 +257,7 @@ class Session:
 
     async def start(self) -> None:
         self.admin = await self.connect()
-        boot = await ops.connect_bootstrap(self.broker.bootstrap)
+        boot = await ops.connect_bootstrap(self.broker.bootstrap, evidence=self.evidence)
         self.conns.append(boot)
         assert await ops.create_topic(boot, self.topic, 1) in (0, 36)
 
@@ -298,8 +289,9 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def session(broker: GroupBroker, name: str = "g") -> AsyncIterator[Session]:
-    s = Session(broker, unique(name))
+async def session(broker: GroupBroker, evidence: Evidence | None, name: str = "g") -> AsyncIterator[Session]:
+    """A Session whose requests are recorded in the check's ``evidence`` (shown with any divergence)."""
+    s = Session(broker, unique(name), evidence)
     try:
         await s.start()
         yield s
@@ -360,8 +352,8 @@ async def stable_pair(s: Session, session_ms: int | None = None) -> tuple[Member
 
 
 @pytest.mark.rule("GROUP-DESCRIBE-DEAD")
-async def test_describe_unknown_group_is_dead(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_describe_unknown_group_is_dead(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         d = await s.describe()
         assert (d.error, d.state, d.members) == (NONE, "Dead", []), f"unknown group {s.group} described as {d}"
 
@@ -390,9 +382,9 @@ async def observe(s: Session, seen: list[str], work: Any) -> Any:
 
 
 @pytest.mark.rule("GROUP-STATES")
-async def test_state_transitions(group_broker: GroupBroker) -> None:
+async def test_state_transitions(group_broker: GroupBroker, evidence: Evidence) -> None:
     """Each state, and only Kafka's transitions between them, as DescribeGroups reports them to an operator."""
-    async with session(group_broker) as s:
+    async with session(group_broker, evidence) as s:
         seen: list[str] = []
         a = await s.member()
         seen.append((await s.describe()).state)
@@ -426,11 +418,11 @@ async def test_state_transitions(group_broker: GroupBroker) -> None:
 
 
 @pytest.mark.rule("GROUP-INITIAL-DELAY")
-async def test_initial_rebalance_delay(group_broker: GroupBroker) -> None:
+async def test_initial_rebalance_delay(group_broker: GroupBroker, evidence: Evidence) -> None:
     if not group_broker.known:
         pytest.skip(f"target {group_broker.name!r} does not tell its group.initial.rebalance.delay.ms "
                     "(no DescribeConfigs for the broker)")
-    async with session(group_broker) as s:
+    async with session(group_broker, evidence) as s:
         a = await s.member()
         first = await a.join()
         t0 = time.monotonic()
@@ -444,8 +436,8 @@ async def test_initial_rebalance_delay(group_broker: GroupBroker) -> None:
 
 
 @pytest.mark.rule("GROUP-MEMBER-ID-REQUIRED")
-async def test_member_id_required(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_member_id_required(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         a = await s.member()
         first = await ops.join(a.conn, s.group, session_ms=group_broker.session_ms, version_=4,
                                timeout=group_broker.join_timeout_s)
@@ -455,7 +447,7 @@ async def test_member_id_required(group_broker: GroupBroker) -> None:
                                version_=4, timeout=group_broker.join_timeout_s)
         assert again.error == NONE and again.member_id == first.member_id, \
             f"JoinGroup v4 with the id handed out ({first.member_id}): {again}"
-    async with session(group_broker, "g3") as s3:
+    async with session(group_broker, evidence, "g3") as s3:
         other = await s3.member()
         v3 = await ops.join(other.conn, s3.group, session_ms=group_broker.session_ms, version_=3,
                             timeout=group_broker.join_timeout_s)
@@ -464,9 +456,9 @@ async def test_member_id_required(group_broker: GroupBroker) -> None:
 
 @pytest.mark.rule("GROUP-INVALID-SESSION-TIMEOUT")
 @pytest.mark.parametrize("where", ["below-min", "above-max"])
-async def test_invalid_session_timeout(group_broker: GroupBroker, where: str) -> None:
+async def test_invalid_session_timeout(group_broker: GroupBroker, evidence: Evidence, where: str) -> None:
     session_ms = group_broker.min_session_ms - 1 if where == "below-min" else group_broker.max_session_ms + 1
-    async with session(group_broker) as s:
+    async with session(group_broker, evidence) as s:
         a = await s.member()
         j = await a.join(session_ms=session_ms)
         assert j.error == INVALID_SESSION_TIMEOUT, (
@@ -475,8 +467,8 @@ async def test_invalid_session_timeout(group_broker: GroupBroker, where: str) ->
 
 
 @pytest.mark.rule("GROUP-JOIN-REBALANCE")
-async def test_join_starts_rebalance(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_join_starts_rebalance(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         a = await stable_single(s)
         gen = a.generation
         b, task = await second_member_parked(s, a)
@@ -491,8 +483,8 @@ async def test_join_starts_rebalance(group_broker: GroupBroker) -> None:
 
 
 @pytest.mark.rule("GROUP-HEARTBEAT-REBALANCE-IN-PROGRESS")
-async def test_heartbeat_in_preparing_rebalance(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_heartbeat_in_preparing_rebalance(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         a = await stable_single(s)
         await second_member_parked(s, a)
         code = await a.heartbeat()
@@ -502,8 +494,8 @@ async def test_heartbeat_in_preparing_rebalance(group_broker: GroupBroker) -> No
 
 
 @pytest.mark.rule("GROUP-SYNC-REBALANCE-IN-PROGRESS")
-async def test_sync_in_preparing_rebalance(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_sync_in_preparing_rebalance(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         a = await stable_single(s)
         await second_member_parked(s, a)
         err, _ = await a.sync()
@@ -511,8 +503,8 @@ async def test_sync_in_preparing_rebalance(group_broker: GroupBroker) -> None:
 
 
 @pytest.mark.rule("OFFSET-COMMIT-PREPARING")
-async def test_commit_in_preparing_rebalance(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_commit_in_preparing_rebalance(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         a = await stable_single(s)
         await second_member_parked(s, a)
         code = await a.commit(s.topic, 5)
@@ -532,8 +524,8 @@ async def completing(s: Session) -> tuple[Member, Member, asyncio.Task]:
 
 
 @pytest.mark.rule("OFFSET-COMMIT-COMPLETING")
-async def test_commit_in_completing_rebalance(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_commit_in_completing_rebalance(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         _leader, follower, _ = await completing(s)
         code = await follower.commit(s.topic, 7)
         assert code == REBALANCE_IN_PROGRESS, (
@@ -542,8 +534,8 @@ async def test_commit_in_completing_rebalance(group_broker: GroupBroker) -> None
 
 
 @pytest.mark.rule("GROUP-HEARTBEAT-COMPLETING")
-async def test_heartbeat_in_completing_rebalance(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_heartbeat_in_completing_rebalance(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         _leader, follower, _ = await completing(s)
         code = await follower.heartbeat()
         assert code == NONE, f"Heartbeat while CompletingRebalance answered {code}; Kafka: NONE"
@@ -551,9 +543,9 @@ async def test_heartbeat_in_completing_rebalance(group_broker: GroupBroker) -> N
 
 @pytest.mark.rule("GROUP-ILLEGAL-GENERATION")
 @pytest.mark.parametrize("op", ["heartbeat", "sync", "commit"])
-async def test_stale_generation(group_broker: GroupBroker, op: str) -> None:
+async def test_stale_generation(group_broker: GroupBroker, evidence: Evidence, op: str) -> None:
     """The generation before the current one (what a member that missed a rebalance sends) and the one after."""
-    async with session(group_broker) as s:
+    async with session(group_broker, evidence) as s:
         a = await stable_single(s)
         others = [g for g in (a.generation - 1, a.generation + 1) if g >= 0]
         for gen in others:
@@ -570,8 +562,8 @@ async def test_stale_generation(group_broker: GroupBroker, op: str) -> None:
 
 @pytest.mark.rule("GROUP-UNKNOWN-MEMBER")
 @pytest.mark.parametrize("op", ["heartbeat", "sync", "commit"])
-async def test_unknown_member(group_broker: GroupBroker, op: str) -> None:
-    async with session(group_broker) as s:
+async def test_unknown_member(group_broker: GroupBroker, evidence: Evidence, op: str) -> None:
+    async with session(group_broker, evidence) as s:
         a = await stable_single(s)
         ghost = "kct-not-a-member-" + secrets.token_hex(4)
         if op == "heartbeat":
@@ -584,8 +576,8 @@ async def test_unknown_member(group_broker: GroupBroker, op: str) -> None:
 
 
 @pytest.mark.rule("GROUP-LEAVE-REBALANCE")
-async def test_leave_starts_rebalance(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_leave_starts_rebalance(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         a, b = await stable_pair(s)
         gen = a.generation
         assert await b.leave() == NONE
@@ -598,10 +590,10 @@ async def test_leave_starts_rebalance(group_broker: GroupBroker) -> None:
 
 
 @pytest.mark.rule("GROUP-SESSION-TIMEOUT")
-async def test_session_timeout_removes_member(group_broker: GroupBroker) -> None:
+async def test_session_timeout_removes_member(group_broker: GroupBroker, evidence: Evidence) -> None:
     """b goes silent; a keeps heartbeating and learns of the rebalance once b's session expired."""
     session_ms = max(group_broker.min_session_ms, 1000)
-    async with session(group_broker) as s:
+    async with session(group_broker, evidence) as s:
         a, b = await stable_pair(s, session_ms)
         silent_since = time.monotonic()
         code = NONE
@@ -619,8 +611,8 @@ async def test_session_timeout_removes_member(group_broker: GroupBroker) -> None
 
 
 @pytest.mark.rule("GROUP-STATIC-REJOIN")
-async def test_static_member_rejoins_without_rebalance(group_broker: GroupBroker) -> None:
-    async with session(group_broker) as s:
+async def test_static_member_rejoins_without_rebalance(group_broker: GroupBroker, evidence: Evidence) -> None:
+    async with session(group_broker, evidence) as s:
         a = await stable_single(s, instance_id="inst-a")
         gen = a.generation
         a2 = await s.member(instance_id="inst-a")
@@ -638,8 +630,8 @@ async def test_static_member_rejoins_without_rebalance(group_broker: GroupBroker
 
 @pytest.mark.rule("GROUP-STATIC-FENCED")
 @pytest.mark.parametrize("op", ["heartbeat", "commit"])
-async def test_static_old_member_fenced(group_broker: GroupBroker, op: str) -> None:
-    async with session(group_broker) as s:
+async def test_static_old_member_fenced(group_broker: GroupBroker, evidence: Evidence, op: str) -> None:
+    async with session(group_broker, evidence) as s:
         a = await stable_single(s, instance_id="inst-a")
         a2 = await s.member(instance_id="inst-a")
         assert (await a2.join()).error == NONE

@@ -144,7 +144,10 @@ async def handle(ctx, req):
     errored = any(r[1] or r[6] is not None for r in reads)
     faults = b.faults
     enough = readable > req.min_bytes if faults.on("fetch.min_bytes_exclusive") else readable >= req.min_bytes
-    if req.max_wait_ms <= 0 or not statuses or enough or errored or faults.on("fetch.ignore_max_wait"):
+    zero_parks = req.max_wait_ms <= 0 and faults.on("fetch.zero_wait_parks")
+    if (req.max_wait_ms <= 0 and not zero_parks) or not statuses or enough or errored or \
+            faults.on("fetch.ignore_max_wait"):
         return _response(reads, image=b.image)
-    await b.replicas.park_fetch(statuses, req.min_bytes, isolation, replica_id >= 0, req.max_wait_ms / 1000)
+    await b.replicas.park_fetch(statuses, req.min_bytes, isolation, replica_id >= 0,
+                                2.0 if zero_parks else req.max_wait_ms / 1000)
     return _response(read_all(b, statuses, max_bytes, isolation, oor, replica_id), image=b.image)

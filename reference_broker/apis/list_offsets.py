@@ -79,7 +79,11 @@ async def handle(ctx, req):
                 parts.append(PartResp(partition_index=rp.partition_index, error_code=err, timestamp=-1, offset=-1,
                                       leader_epoch=-1))
                 continue
-            off, ts, epoch = lookup(p, rp.timestamp, req.replica_id, req.isolation_level)
+            ts = rp.timestamp + 1 if rp.timestamp >= 0 and b.faults.on("list_offsets.timestamp_exclusive") else \
+                rp.timestamp
+            off, ts, epoch = lookup(p, ts, req.replica_id, req.isolation_level)
+            if rp.timestamp == EARLIEST and b.faults.on("list_offsets.earliest_is_zero"):
+                off = 0
             parts.append(PartResp(partition_index=rp.partition_index, error_code=0, timestamp=ts, offset=off,
                                   leader_epoch=epoch))
         topics.append(TopicResp(name=t.name, partitions=parts))

@@ -15,12 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from conformance.coverage import BREAKS, switches_by_rule
 from history import read as read_history
+from reference_broker.faults import FAULTS as SWITCHES
 
 ROOT = Path(__file__).resolve().parents[2]
 FETCH = "conformance/suites/test_fetch.py"
 OFFSETS = "conformance/suites/test_offsets.py"
 ISR_HW = "conformance/suites/test_isr_hw.py"
+REBALANCE = "conformance/suites/test_rebalance.py"
 
 
 def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results") -> dict:
@@ -75,6 +78,14 @@ FAULTS = [
     ("fetch.ignore_max_wait", FETCH, "max_wait_honoured or above_leo", "FETCH-MAXWAIT-IDLE",
      {"FETCH-OOR-ABOVE-LEO"}),
     ("fetch.oor_as_empty", FETCH, "above_leo or at_leo", "FETCH-OOR-ABOVE-LEO", {"FETCH-AT-LEO-EMPTY"}),
+    ("fetch.zero_wait_parks", FETCH, "max_wait_zero or max_wait_honoured", "FETCH-MAXWAIT-ZERO",
+     {"FETCH-MAXWAIT-IDLE"}),
+    ("list_offsets.earliest_is_zero", OFFSETS, "earliest_follows or latest_after", "LIST-OFFSETS-EARLIEST",
+     {"LIST-OFFSETS-LATEST"}),
+    ("list_offsets.timestamp_exclusive", OFFSETS, "by_timestamp or earliest_follows", "LIST-OFFSETS-TIMESTAMP",
+     {"LIST-OFFSETS-EARLIEST"}),
+    ("group.describe_unknown_empty", REBALANCE, "unknown_group_is_dead or member_id_required",
+     "GROUP-DESCRIBE-DEAD", {"GROUP-MEMBER-ID-REQUIRED"}),
     ("offsets.accept_stale_generation", OFFSETS, "generation or unknown_member", "OFFSETS-COMMIT-GENERATION",
      {"OFFSETS-COMMIT-UNKNOWN-MEMBER"}),
     ("offsets.forget_on_restart", OFFSETS, "survive_restart or round_trip", "OFFSETS-DURABLE",
@@ -90,6 +101,21 @@ FAULTS = [
     ("replication.truncate_to_hw", ISR_HW, "across_failover", "HW-FAILOVER", set()),
     ("replication.ignore_diverging_epoch", ISR_HW, "truncates_by_leader_epoch", "TRUNCATE-BY-EPOCH", set()),
 ]
+
+
+def test_faults_table_is_the_rule_switch_matrix() -> None:
+    """The FAULTS rows and conformance.coverage.BREAKS (what the report shows) say the same thing, about real
+    switches and declared rules; the count of rules with teeth only goes up."""
+    from conformance.rules import RULES
+    from conformance.suites import test_fetch, test_isr_hw, test_offsets, test_rebalance  # noqa: F401  (declare)
+
+    assert set(BREAKS) <= set(SWITCHES), f"unknown switches: {set(BREAKS) - set(SWITCHES)}"
+    rows = {(f, d) for f, _s, _k, d, _p in FAULTS}
+    declared = {(f, r) for f, rs in BREAKS.items() for r in rs}
+    assert rows == declared, f"rows without BREAKS entry: {rows - declared}; BREAKS without row: {declared - rows}"
+    assert {r for _f, r in declared} <= set(RULES)
+    covered = {r for r, sw in switches_by_rule(RULES).items() if sw}
+    assert len(covered) >= 17, f"{len(covered)} of {len(RULES)} rules have a switch that breaks them"
 
 
 def test_isr_hw_suite_passes_on_the_reference_cluster(tmp_path: Path) -> None:
@@ -113,6 +139,12 @@ def test_fault_switch_shows_as_divergence(tmp_path: Path, fault: str, suite: str
     assert not any(c["outcome"] == "error" for c in doc["checks"]), "a broken rule must read as divergence, not error"
     for r in still_pass:
         assert rules.get(r) == {"pass"}, f"{fault} should not affect {r}: {rules.get(r)}"
+    # Exactly the switch's rules diverge among the selected checks (conformance.coverage.BREAKS): every diverging
+    # check cites one of them (a check citing two rules, e.g. ISR-SHRINK-LAG + ISR-EXPAND, diverges as a whole).
+    wrong = [(c["name"], c["rules"]) for c in doc["checks"]
+             if c["outcome"] == "divergence" and not set(c["rules"]) & set(BREAKS[fault])]
+    assert not wrong, f"{fault} breaks {BREAKS[fault]} only, but these checks diverged too: {wrong}"
+    assert set(BREAKS[fault]) & set(rules) <= {r for r, o in rules.items() if "divergence" in o}
     div = next(c for c in doc["checks"] if c["outcome"] == "divergence" and diverges in c["rules"])
     assert div["message"] and div["evidence"].get("exchanges"), "a divergence carries its message and evidence"
 
@@ -124,4 +156,5 @@ def test_fault_switch_shows_as_divergence(tmp_path: Path, fault: str, suite: str
     page = (out / "index.html").read_text()
     assert f'id="divergence-0-{diverges}"' in page, "the report links the rule's cell to its divergence"
     assert f"faults: {fault}" in page
+    assert 'id="rule-coverage"' in page and f"<code>{fault}</code>" in page, "the report shows rule coverage"
     assert div["message"].splitlines()[0][:60] in html.unescape(page)
