@@ -283,7 +283,7 @@ def _say(opts: RunOptions, text: str) -> None:
 
 
 def plan_only(opts: RunOptions) -> list[Step]:
-    brokers = list(range(1, opts.brokers + 1)) if opts.bootstrap is None else [1, 2, 3]
+    brokers = list(range(opts.brokers)) if opts.bootstrap is None else [0, 1, 2]  # reference ids: 0..N-1
     if opts.bootstrap is not None:
         check_bootstrap(opts.bootstrap, opts.allow_remote)
     return build_schedule(opts, brokers)
@@ -392,8 +392,13 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     result.final = workload.final_read()
     recorder.close()
     s = workload.stats
+    failed_faults = [op["value"] for op in recorder.history.ops
+                     if op["f"] == "nemesis" and op["type"] == "info" and "error" in op["value"]]
     result.stats = {"ok": s.ok, "fail": s.fail, "info": s.info, "wall_s": round(time.monotonic() - t0, 1),
-                    "errors": workload.errors}
+                    "faults": len(steps), "faults_failed": len(failed_faults), "errors": workload.errors}
+    if failed_faults:
+        result.message = "some faults failed to apply: " + "; ".join(
+            f"{v.get('fault')} #{v.get('id')} {v.get('phase')}: {v['error']}" for v in failed_faults[:3])
     if opts.parquet:
         try:
             recorder.write(str(path.with_suffix(".parquet")))
@@ -402,7 +407,7 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     result.verdict, result.exit_code = check_history(path, opts.check_budget)
     if not result.final.get("complete", False) and result.exit_code == EXIT_VALID:
         result.exit_code = EXIT_NOT_RUN
-        result.message = f"final read incomplete: {result.final}"
+        result.message = f"final read incomplete: {result.final} {result.message}"
     if opts.html:
         result.html = write_run_page(path, opts.out / f"{run_id}.html", result.verdict)
     (opts.out / f"{run_id}.result.json").write_text(json.dumps(

@@ -32,10 +32,19 @@ def partition_leader(bootstrap: str, topic: str, partition: int) -> tuple[int, l
     admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=5000)
     try:
         (desc,) = admin.describe_topics([topic])
-        p = next(p for p in desc["partitions"] if p["partition"] == partition)
-        return int(p["leader"]), [int(r) for r in p["replicas"]]
+        # kafka-python's describe output uses the schema's field names (partition_index, leader_id, replica_nodes)
+        def get(d: dict, *names: str) -> Any:
+            return next(d[n] for n in names if n in d)
+
+        p = next(p for p in get(desc, "partitions") if get(p, "partition_index", "partition") == partition)
+        return int(get(p, "leader_id", "leader")), [int(r) for r in get(p, "replica_nodes", "replicas")]
     finally:
         admin.close()
+
+
+# The leader each partition had when a leader-aware fault last looked: while followers are stopped, a Metadata
+# request may hang on a stopped broker, so kill-leader uses what stall-followers saw.
+LAST_LEADER: dict[tuple[str, int], int] = {}
 
 
 class StallFollowersNemesis:
@@ -53,6 +62,7 @@ class StallFollowersNemesis:
         def start() -> None:
             leader, replicas = partition_leader(ctx.target.bootstrap, params["topic"], params["partition"])
             live["leader"] = leader
+            LAST_LEADER[(params["topic"], params["partition"])] = leader
             for b in replicas:
                 if b != leader:
                     ctx.target.pause_broker(b)
@@ -79,7 +89,9 @@ class KillLeaderNemesis:
         live = dict(params)
 
         def start() -> None:
-            leader, _ = partition_leader(ctx.target.bootstrap, params["topic"], params["partition"])
+            leader = LAST_LEADER.pop((params["topic"], params["partition"]), None)
+            if leader is None:
+                leader, _ = partition_leader(ctx.target.bootstrap, params["topic"], params["partition"])
             live["broker"] = leader
             ctx.target.kill_broker(leader)
             killed.append(leader)
