@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -326,7 +327,9 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     if opts.bootstrap is None:
         from fixtures.reference import ReferenceTarget
 
-        cfg = {"brokers": str(opts.brokers), "memory": "true",
+        # durable logs: a SIGKILLed broker must come back with its log (memory mode would be a wiped disk, and a
+        # sole-ISR leader restarting empty loses everything, which is not what "kill" means)
+        cfg = {"brokers": str(opts.brokers),
                **{f"kafka.{k}": v for k, v in cluster_settings(opts).items()}}
         started_here = ReferenceTarget(cfg, work_dir=opts.out / f"{run_id}.cluster")
         _say(opts, f"starting a {opts.brokers}-broker reference cluster ...")
@@ -342,6 +345,7 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     finally:
         if started_here is not None:
             started_here.stop()
+            shutil.rmtree(opts.out / f"{run_id}.cluster" / "data", ignore_errors=True)  # keep the broker logs
 
 
 def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, target: Any, proxies: Any,
