@@ -13,28 +13,11 @@ from typing import Any
 
 from history import read
 
+from .fault_attribution import fault_intervals
+
 W, H, PAD = 980, 180, 40
 COLORS = {"kill": "#d62728", "pause": "#ff7f0e", "restart": "#9467bd", "partition": "#1f77b4",
           "latency": "#17becf", "kafka-error": "#8c564b", "stall-followers": "#e377c2", "kill-leader": "#7f0000"}
-
-
-def fault_intervals(ops: list[dict]) -> list[dict[str, Any]]:
-    """(kind, id, start_ns, end_ns, params) per fault: in effect from its start's completion to its stop's invoke."""
-    starts: dict[Any, dict] = {}
-    out = []
-    end_ns = ops[-1]["time_ns"] if ops else 0
-    for op in ops:
-        if op["f"] != "nemesis" or not isinstance(op.get("value"), dict):
-            continue
-        v = op["value"]
-        if v.get("phase") == "start" and op["type"] != "invoke":
-            starts[v.get("id")] = {"kind": v.get("fault"), "id": v.get("id"), "start": op["time_ns"], "params": v,
-                                   "ok": "error" not in v}
-        elif v.get("phase") == "stop" and op["type"] == "invoke" and v.get("id") in starts:
-            s = starts.pop(v.get("id"))
-            out.append({**s, "end": op["time_ns"]})
-    out.extend({**s, "end": end_ns} for s in starts.values())
-    return sorted(out, key=lambda f: f["start"])
 
 
 def per_second(ops: list[dict]) -> tuple[int, list[dict[str, float]]]:
