@@ -1,0 +1,43 @@
+"""The one console script (`kct`) and the per-nemesis attribution the Spark job reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from kct.__main__ import main
+from reports.fault_attribution import attribute, fault_intervals, kinds
+
+
+def test_kct_help_lists_every_tool_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for cmd in ("broker", "cluster", "ctl", "suites", "chaos", "proxy", "check", "reports", "main"):
+        assert f"\n  {cmd} " in out
+    assert "kct chaos run --nemesis kill,pause" in out
+    assert main(["nope"]) == 2
+
+
+def test_kct_dispatches_to_the_tool(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["chaos", "run", "--dry-run", "--seed", "7", "--nemesis", "kill", "--duration", "30s"]) == 0
+    assert "kill" in capsys.readouterr().out
+    assert main(["chaos", "run", "--nemesis", "bogus", "--dry-run"]) == 2
+
+
+def _nem(i: int, t: int, typ: str, phase: str, kind: str, **extra: object) -> dict:
+    return {"index": i, "time_ns": t, "process": -1, "type": typ, "f": "nemesis",
+            "value": {"fault": kind, "phase": phase, "id": extra.pop("id", 0), **extra}}
+
+
+def test_attribution_blames_faults_in_the_evidence_window() -> None:
+    s = 1_000_000_000
+    ops = [_nem(0, 1 * s, "invoke", "start", "kill", id=0), _nem(1, 1 * s, "info", "start", "kill", id=0, ok=True),
+           _nem(2, 3 * s, "invoke", "stop", "kill", id=0), _nem(3, 3 * s, "info", "stop", "kill", id=0, ok=True),
+           _nem(4, 40 * s, "invoke", "start", "pause", id=1),
+           _nem(5, 40 * s, "info", "start", "pause", id=1, error="boom")]
+    faults = fault_intervals(ops)
+    assert [(f["kind"], f["ok"]) for f in faults] == [("kill", True), ("pause", False)]
+    assert kinds(faults) == {"kill": 1}
+    case = {"writer": {"index": 9, "time_ns": 2 * s, "type": "ok", "process": 0},
+            "max_read": {"index": 20, "time_ns": 5 * s, "type": "ok", "process": 3}}
+    late = {"writer": {"index": 30, "time_ns": 50 * s, "type": "ok", "process": 0}}
+    assert attribute(faults, {"lost-write": [case, late]}) == {"kill": {"lost-write": 1}}
