@@ -106,6 +106,10 @@ class QueueClient:
         """Commit these next-offsets ("t/p" -> offset); True when confirmed (sync), False when sent async."""
         raise NotImplementedError
 
+    def can_commit(self) -> bool:
+        """Whether commits mean anything for this client as set up (the reference stack commits in groups only)."""
+        return True
+
     def end_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[str, int]:
         """The log end (high watermark) of each partition, for the final read."""
         raise NotImplementedError
@@ -363,6 +367,9 @@ class ReferenceClient(QueueClient):
         out = [(r.topic, r.partition, r.offset, _key(r.key), _value(r.value)) for recs in batches.values() for r in recs]
         positions = None if self._group else dict(c.history_positions())
         return out, positions
+
+    def can_commit(self) -> bool:
+        return self._group
 
     def commit(self, offsets: Mapping[str, int]) -> bool:
         from reference_broker.client import TopicPartition

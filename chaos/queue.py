@@ -18,7 +18,7 @@ Operations (the history contract, history/schema.py)
   ``{records, positions?}`` (positions: reference stack with assign only), ``fail`` on an error;
   ``commit`` ``{group, offsets}`` every `commit_every` polls that read something: ``ok`` when a sync commit was
   confirmed, ``info`` for async commits and for errors (a commit may land late). Auto-commits are the client's
-  and are not recorded.
+  and are not recorded; the reference stack commits only in a group (with ``assign`` it does not commit).
 - a consumer *reset* (probability `reset_prob` per poll) tears the client down and starts a new one (``crash``;
   its next position comes from the group's committed offsets or from the earliest offset): Jepsen's
   crash-and-reopen, which is how position resets enter the history without looking like a skip.
@@ -181,14 +181,16 @@ class QueueWorkload:
             while not self._stop.is_set():
                 if self.spec.reset_prob and rng.random() < self.spec.reset_prob:
                     client.close()
-                    self.recorder.event("crash", {"why": "reset"}, process=process)
+                    self.recorder.invoke(process, "crash", {"why": "reset"})
+                    self.recorder.info(process, "crash", {"why": "reset"})
                     client = self._open(process)
                     next_offsets = {}
                 if not self._poll(client, process, next_offsets):
                     self._stop.wait(0.2)
                     continue
                 polls += 1
-                if self.cfg.commit != "auto" and next_offsets and polls % self.spec.commit_every == 0:
+                if (self.cfg.commit != "auto" and next_offsets and polls % self.spec.commit_every == 0
+                        and client.can_commit()):
                     self._commit(client, process, dict(next_offsets))
         finally:
             client.close()
