@@ -37,6 +37,10 @@ PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader"}
 NETWORK_FAULTS = {"partition", "latency"}
 SCHEDULES = ("random", "lossy")
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# Plug point for proxied topologies (the fixtures/proxied* work): a target whose client and inter-broker links go
+# through proxies exposes `toxiproxy` (chaos.faults.ToxiproxyClient) and `topology` (chaos.faults.Topology);
+# partition and latency nemeses then act on those proxies, with nothing else to change here.
+NETWORK_HOOK = ("toxiproxy", "topology")
 
 
 class RunError(Exception):
@@ -312,10 +316,14 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
         target_name = "live"
     else:
         target_name = "reference"
-    if wanted & NETWORK_FAULTS:
-        if not (opts.proxy_api and opts.topology):
+    if wanted & NETWORK_FAULTS and not (opts.proxy_api and opts.topology):
+        from fixtures.reference import ReferenceTarget
+
+        if opts.bootstrap is not None or not all(hasattr(ReferenceTarget, a) for a in NETWORK_HOOK):
             raise RunError(f"nemesis {', '.join(sorted(wanted & NETWORK_FAULTS))} needs proxies: --proxy-api HOST:PORT "
-                           "and --topology FILE (a proxied reference cluster topology is not on main yet)")
+                           "and --topology FILE, or a reference target that carries its links through proxies "
+                           "(not on main yet)")
+    if wanted & NETWORK_FAULTS and opts.proxy_api and opts.topology:
         from .faults import Topology, ToxiproxyClient
 
         proxies = ToxiproxyClient(opts.proxy_api)
@@ -336,6 +344,8 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
         started_here.start()
         target = started_here
         bootstrap = started_here.bootstrap
+        if proxies is None and all(hasattr(target, a) for a in NETWORK_HOOK):
+            proxies, topology = target.toxiproxy, target.topology
     try:
         brokers = list(target.broker_ids) if target is not None else []
         steps = build_schedule(opts, brokers or [1])
