@@ -157,3 +157,14 @@ def test_live_cluster_ctrl_c_leaves_no_fault_behind(tmp_path: Path) -> None:
             proc.kill()
             proc.wait(10)
     assert os.path.exists(tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_sixty_seconds_of_kills_and_pauses_lose_no_acknowledged_write(tmp_path: Path) -> None:
+    """RF=3, min.insync.replicas=2, acks=all, a fault every 10 s: a complete history with no lost write."""
+    res = run(RunOptions(out=tmp_path, nemeses=("kill", "pause"), duration=60, rate=200, seed=7, progress=False))
+    assert res.final and res.final["complete"]
+    assert res.stats["faults"] >= 5 and res.stats["faults_failed"] == 0
+    assert res.exit_code == 0, res.verdict
+    assert "lost-write" not in res.verdict["anomalies"]["counts"]
