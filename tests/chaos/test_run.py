@@ -160,6 +160,7 @@ def test_live_cluster_ctrl_c_leaves_no_fault_behind(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("KCT_SLOW"), reason="a 60-second chaos run: set KCT_SLOW=1")
 @pytest.mark.timeout(400)
 def test_sixty_seconds_of_kills_and_pauses_lose_no_acknowledged_write(tmp_path: Path) -> None:
     """RF=3, min.insync.replicas=2, acks=all, a fault every 10 s: a complete history with no lost write."""
