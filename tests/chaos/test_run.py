@@ -73,7 +73,8 @@ def _lossy(tmp_path: Path, unsafe: bool) -> tuple[int, dict]:
     if unsafe:
         settings.update({"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
     res = run(RunOptions(out=tmp_path, schedule="lossy", partitions=1, consumers=0, duration=13, rate=100,
-                         seed=3, cluster_settings=settings, progress=False, parquet=False, check_budget=5))
+                         seed=3, cluster_settings=settings, progress=False, parquet=False, check_budget=5,
+                         html=False))
     assert res.final and res.final["complete"], res
     return res.exit_code, res.verdict or {}
 

@@ -41,3 +41,22 @@ def test_attribution_blames_faults_in_the_evidence_window() -> None:
             "max_read": {"index": 20, "time_ns": 5 * s, "type": "ok", "process": 3}}
     late = {"writer": {"index": 30, "time_ns": 50 * s, "type": "ok", "process": 0}}
     assert attribute(faults, {"lost-write": [case, late]}) == {"kill": {"lost-write": 1}}
+
+
+def test_run_page_draws_faults_over_throughput(tmp_path) -> None:  # noqa: ANN001
+    from history import Recorder
+    from reports.run_page import render
+
+    t = iter(range(0, 10**12, 10**8))
+    rec = Recorder("r1", target="reference", nemesis="kill", clock=lambda: next(t))
+    rec.invoke(-1, "nemesis", {"fault": "kill", "phase": "start", "id": 0, "broker": 1})
+    rec.info(-1, "nemesis", {"fault": "kill", "phase": "start", "id": 0, "broker": 1, "ok": True})
+    for v in range(30):
+        rec.invoke(0, "send", {"topic": "t", "partition": 0, "key": "0", "value": v})
+        rec.ok(0, "send", {"topic": "t", "partition": 0, "key": "0", "value": v, "offset": v})
+    rec.invoke(-1, "nemesis", {"fault": "kill", "phase": "stop", "id": 0, "broker": 1})
+    rec.info(-1, "nemesis", {"fault": "kill", "phase": "stop", "id": 0, "broker": 1, "ok": True})
+    path = str(tmp_path / "r1.jsonl")
+    rec.write(path)
+    page = render(path, {"valid": True, "anomalies": {"counts": {}}, "linearizability": {}})
+    assert "VALID" in page and "<polyline" in page and "kill" in page and "<rect" in page
