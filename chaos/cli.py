@@ -1,13 +1,24 @@
-"""The chaos CLI: `python -m chaos proxy serve --api HOST:PORT` and `python -m chaos nemesis plan ...`."""
+"""The chaos CLI: `run` (workload + nemesis + verdict), `proxy serve` (Toxiproxy API), `nemesis plan`.
+
+examples:
+  python -m chaos run --workload queue --nemesis kill,pause --duration 60s --rate 200 --seed 7 --out out/chaos
+  python -m chaos run --schedule lossy --cluster-config min.insync.replicas=1 \
+      --cluster-config unclean.leader.election.enable=true --duration 30s --out out/lossy
+  python -m chaos run --bootstrap 127.0.0.1:9092 --control /tmp/c/control.sock --nemesis kill --out out/live
+  python -m chaos run --nemesis kill --duration 60s --seed 7 --dry-run      # print the schedule only
+  python -m chaos proxy serve --api 127.0.0.1:8474
+exit codes (run): 0 valid, 1 anomalies found, 2 could not run (bad options, unreachable cluster, interrupted)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -45,9 +56,129 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kv(pairs: Sequence[str], what: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        k, sep, v = pair.partition("=")
+        if not sep or not k:
+            raise ValueError(f"{what} {pair!r}: expected key=value")
+        out[k] = v
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .clients import parse_client_settings
+    from .run import EXIT_NOT_RUN, RunError, RunOptions, parse_duration, plan_only, run
+
+    try:
+        opts = RunOptions(
+            out=Path(args.out), duration=parse_duration(args.duration), rate=args.rate, seed=args.seed,
+            nemeses=tuple(n for n in args.nemesis.split(",") if n and n != "none"), schedule=args.schedule,
+            interval=parse_duration(args.interval), fault_duration=parse_duration(args.fault_duration),
+            workload=args.workload, client=args.client, acks=-1 if args.acks == "all" else int(args.acks),
+            commit=args.commit, sub_via=args.sub_via, producers=args.producers, consumers=args.consumers,
+            partitions=args.partitions, reset_prob=args.reset_prob, brokers=args.brokers,
+            cluster_settings=_kv(args.cluster_config, "--cluster-config"), bootstrap=args.bootstrap,
+            allow_remote=args.allow_remote, client_extra=parse_client_settings(args.client_config),
+            control=args.control, proxy_api=args.proxy_api, topology=args.topology, dry_run=args.dry_run,
+            progress=not args.quiet, check_budget=args.budget, run_id=args.run_id)
+        if opts.dry_run:
+            for step in plan_only(opts):
+                print(step.describe())
+            return 0
+    except (RunError, ValueError) as e:
+        print(f"chaos run: {e}", file=sys.stderr)
+        return EXIT_NOT_RUN
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt()
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        res = run(opts)
+    except (RunError, ValueError) as e:
+        print(f"chaos run: {e}", file=sys.stderr)
+        return EXIT_NOT_RUN
+    except KeyboardInterrupt:
+        print("chaos run: interrupted; every fault was undone", file=sys.stderr)
+        return EXIT_NOT_RUN
+    except Exception as e:  # noqa: BLE001 - could not run: say why, exit 2 (never 1)
+        print(f"chaos run: could not run: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_NOT_RUN
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    v = res.verdict or {}
+    print(f"run {res.run_id}: {res.stats}")
+    print(f"history: {res.history}")
+    if res.final:
+        print(f"final read: complete={res.final.get('complete')} ends={res.final.get('ends')}")
+    if v.get("anomalies"):
+        a = v["anomalies"]
+        print(f"verdict: {'VALID' if v.get('valid') else 'INVALID'}")
+        for name, n in sorted(a.get("counts", {}).items()):
+            tag = "" if name in a.get("bad", []) else " (acceptable here)"
+            print(f"  {name}: {n}{tag}")
+            for case in a.get("cases", {}).get(name, [])[:2]:
+                print(f"    {json.dumps(case, default=str)[:300]}")
+        for m, lv in v.get("linearizability", {}).items():
+            print(f"  linearizable {m}: {lv['verdict']} ({lv['parts']} parts)")
+    elif v:
+        print(f"verdict: could not check: {v.get('error', '')[-500:]}")
+    if res.html:
+        print(f"html: {res.html}")
+    if res.message:
+        print(f"note: {res.message}", file=sys.stderr)
+    print(f"exit {res.exit_code} ({['valid', 'anomalies', 'could not run'][res.exit_code]})")
+    return res.exit_code
+
+
+def _add_run(sub: Any) -> None:
+    r = sub.add_parser("run", help="run a workload under a nemesis and check the history",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__)
+    r.add_argument("--workload", default="queue", help="workload (queue)")
+    r.add_argument("--nemesis", default="kill,pause",
+                   help="comma-separated faults: kill, pause, restart, partition, latency, kafka-error, "
+                        "stall-followers, kill-leader; 'none' for a fault-free run")
+    r.add_argument("--schedule", default="random", choices=("random", "lossy"),
+                   help="random: a seeded fault every --interval; lossy: stall followers, kill the leader")
+    r.add_argument("--duration", default="60s", help="workload duration (60s, 2m, ...)")
+    r.add_argument("--interval", default="10s", help="time between fault starts")
+    r.add_argument("--fault-duration", default="5s", help="how long each fault lasts")
+    r.add_argument("--rate", type=float, default=200.0, help="sends per second over all producers")
+    r.add_argument("--seed", type=int, default=0, help="seed: the same seed replays the same fault schedule")
+    r.add_argument("--out", default="out/chaos", help="directory for the history, verdict and HTML page")
+    r.add_argument("--run-id", default=None)
+    r.add_argument("--client", default="kafka-python", choices=("reference", "confluent", "kafka-python"))
+    r.add_argument("--acks", default="all", choices=("all", "1", "-1"))
+    r.add_argument("--commit", default="sync", choices=("sync", "async", "auto"))
+    r.add_argument("--sub-via", default="assign", choices=("assign", "subscribe"))
+    r.add_argument("--producers", type=int, default=2)
+    r.add_argument("--consumers", type=int, default=2)
+    r.add_argument("--partitions", type=int, default=2)
+    r.add_argument("--reset-prob", type=float, default=0.0, help="per poll: tear the consumer down and reopen it")
+    r.add_argument("--brokers", type=int, default=3, help="brokers of the reference cluster started here")
+    r.add_argument("--cluster-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="reference cluster setting (Kafka names), e.g. min.insync.replicas=1")
+    r.add_argument("--bootstrap", help="HOST:PORT of a live cluster instead of starting one")
+    r.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --bootstrap")
+    r.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="client security settings passed through: security.protocol, sasl.*, ssl.*")
+    r.add_argument("--control", help="live reference cluster's CONTROL socket (allows process faults)")
+    r.add_argument("--proxy-api", help="Toxiproxy API HOST:PORT whose proxies network faults may switch")
+    r.add_argument("--topology", help='JSON file {"c->b1": "proxy-name", ...}: which proxy carries which link')
+    r.add_argument("--budget", type=float, default=10.0, help="linearizability budget per partition, seconds")
+    r.add_argument("--dry-run", action="store_true", help="print the fault schedule and exit")
+    r.add_argument("--quiet", action="store_true", help="no progress display")
+    r.set_defaults(fn=_run)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m chaos", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
+    _add_run(sub)
     proxy = sub.add_parser("proxy", help="the Toxiproxy-compatible proxy")
     psub = proxy.add_subparsers(dest="proxy_cmd", required=True)
     serve = psub.add_parser("serve", help="serve Toxiproxy's HTTP API; prints 'READY host:port'")
@@ -70,5 +201,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # client chatter during faults drowns the progress line
     args = build_parser().parse_args(argv)
     return int(args.fn(args))

@@ -1,6 +1,11 @@
-"""The main job: targets → conformance suites → histories → Spark aggregation → HTML report.
+"""The main job: targets → conformance suites → a short chaos run → histories → Spark aggregation → HTML report.
 
     python -m conformance.main [--targets reference,tansu] [--out out] [--suites conformance.suites] [-- PYTEST ARGS]
+
+The chaos step (`python -m chaos run`, about a minute, kills and pauses against a fresh 3-broker reference cluster)
+puts a history with faults next to the suites' histories, so the Spark report's per-nemesis breakdown and fault
+timelines have something to show; its own page (fault timeline over throughput and latency, verdict) is in
+out/chaos/. Anomalies it finds are findings (exit 0); a chaos run that could not run fails the job.
 
 One direction only: each target's suites run in their own pytest process (so a crashing target cannot take the
 job down), write results and histories; the Spark job and the report generator only read those files.
@@ -40,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--bootstrap", help="HOST:PORT for the live target")
     ap.add_argument("--docker-image", default="build:tansu", help="image for the docker target")
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark aggregation step")
+    ap.add_argument("--no-chaos", action="store_true", help="skip the chaos run")
+    ap.add_argument("--chaos-duration", default="60s", help="length of the chaos run (default 60s)")
+    ap.add_argument("--chaos-nemesis", default="kill,pause",
+                    help="faults of the chaos run (default kill,pause; partition needs a proxied cluster)")
+    ap.add_argument("--chaos-seed", type=int, default=1)
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     return ap
 
@@ -77,6 +87,25 @@ def run_suites(target: str, args: argparse.Namespace, out: Path) -> dict:
     return {"target": target, "ok": True, "wall_s": wall, "counts": counts, "results": str(results_file)}
 
 
+def run_chaos(args: argparse.Namespace, out: Path) -> dict:
+    """A short chaos run against its own reference cluster, in a child process (one direction)."""
+    chaos_dir = out / "chaos"
+    chaos_dir.mkdir(parents=True, exist_ok=True)
+    run_id = f"chaos-main-{args.chaos_seed}"
+    cmd = [sys.executable, "-m", "chaos", "run", "--workload", "queue", "--nemesis", args.chaos_nemesis,
+           "--duration", args.chaos_duration, "--interval", "10s", "--fault-duration", "5s", "--rate", "200",
+           "--seed", str(args.chaos_seed), "--run-id", run_id, "--out", str(chaos_dir), "--quiet"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, text=True, capture_output=True)
+    (chaos_dir / "chaos.log").write_text(proc.stdout + proc.stderr)
+    history = chaos_dir / f"{run_id}.jsonl"
+    ok = proc.returncode in (0, 1) and history.exists()
+    return {"target": "chaos", "ok": ok, "wall_s": time.monotonic() - t0, "exit": proc.returncode,
+            "verdict": {0: "valid", 1: "anomalies"}.get(proc.returncode, "could not run"),
+            "history": str(history), "page": str(chaos_dir / f"{run_id}.html"),
+            **({} if ok else {"error": "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])})}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out: Path = args.out
@@ -94,7 +123,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{target}: {s['counts']} in {s['wall_s']:.1f}s", flush=True)
         else:
             print(f"{target}: could not run: {s['error']}", file=sys.stderr, flush=True)
-    failed = [s for s in summaries if not s["ok"]]
+    chaos = None
+    if not args.no_chaos:
+        _step(f"chaos run: {args.chaos_nemesis} for {args.chaos_duration} against a 3-broker reference cluster")
+        chaos = run_chaos(args, out)
+        if chaos["ok"]:
+            print(f"chaos: {chaos['verdict']} in {chaos['wall_s']:.1f}s; page {chaos['page']}", flush=True)
+        else:
+            print(f"chaos: could not run: {chaos['error']}", file=sys.stderr, flush=True)
+    failed = [s for s in summaries if not s["ok"]] + ([chaos] if chaos and not chaos["ok"] else [])
 
     # gather every run's history in one place: the Spark job reads a directory of runs
     hist_dir = out / "histories"
@@ -107,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                 dst = hist_dir / f"{s['target']}.jsonl"
                 shutil.copyfile(src, dst)
                 histories.append(dst)
+    if chaos and chaos["ok"]:
+        dst = hist_dir / Path(chaos["history"]).name  # JSONL only: its Parquet twin would count the run twice
+        shutil.copyfile(chaos["history"], dst)
+        histories.append(dst)
     if not args.no_spark:
         _step(f"Spark aggregation over {len(histories)} history file(s)")
         if histories:
@@ -125,10 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         r = subprocess.run([sys.executable, "-m", "reports", "conformance", *results, "--out", str(out / "report")])
         if r.returncode != 0:
             failed.append({"target": "report"})
-    (out / "summary.json").write_text(json.dumps(summaries, indent=2))
+    (out / "summary.json").write_text(json.dumps(summaries + ([chaos] if chaos else []), indent=2))
     print(f"\nreport:  {out / 'report' / 'index.html'}")
     if not args.no_spark:
         print(f"spark:   {out / 'spark'}")
+    if chaos and chaos["ok"]:
+        print(f"chaos:   {chaos['page']}")
     print(f"summary: {out / 'summary.json'}")
     return 1 if failed else 0
 

@@ -179,6 +179,9 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Cal
     "spark": ("check many runs with Spark and write Parquet tables + HTML", _add_spark, _run_spark),
     "export-edn": ("export a history as Jepsen EDN", _add_export, _run_export),
     "import-jepsen": ("import a Jepsen Kafka history.edn", _add_import, _run_import),
+    "run-page": ("HTML page of one chaos run: fault timeline over throughput/latency, verdict",
+                 lambda p: __import__("reports.run_page").run_page.add_arguments(p),
+                 lambda a: __import__("reports.run_page").run_page.run_from_args(a)),
     "generate": ("write generated (synthetic) histories, for demos and benchmarks", _add_generate, _run_generate),
 }
 

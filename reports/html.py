@@ -53,7 +53,8 @@ def render(res: Any) -> str:
                                                                                a["anomaly"])),
         plot_target=plot_target, plot_nemesis=plot_nemesis, latency_plots=latency_plots,
         timeline=res.timeline, plot_timeline=plot_timeline, evidence=evidence, errors=res.errors,
-        timings=res.timings,
+        timings=res.timings, nemesis_runs=getattr(res, "nemesis_runs", []),
+        nemesis_anomalies=getattr(res, "nemesis_anomalies", []),
     )
 
 

@@ -38,6 +38,8 @@ from history.io import CorruptLineWarning, read_bytes  # noqa: E402
 from history.schema import HistoryError  # noqa: E402
 from reports.analysis import PartVerdict, RunVerdict, part_verdicts  # noqa: E402
 from reports.anomalies import acceptable  # noqa: E402
+from reports.fault_attribution import attribute, fault_intervals  # noqa: E402
+from reports.fault_attribution import kinds as fault_kinds  # noqa: E402
 from reports.latency import LAT_BINS, LAT_EDGES_NS, latency_histograms  # noqa: E402,F401 - re-exported
 
 HISTORY_GLOB = "*.{jsonl,gz,parquet,pq}"
@@ -117,8 +119,20 @@ def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float
                     rows.append({**common, "kind": "run", "key": "", "n_ops": len(h.ops), "skipped_lines": skipped,
                                  "lat_send": lat_send, "lat_poll": lat_poll, "anomaly_counts": {}, "bad": []})
                     skipped = 0
+                    faults = fault_intervals(h.ops)
+                    cases: dict[str, list] = {}
                     for pv in part_verdicts(h, budget_s):
-                        rows.append(_part_row(common, pv, h.settings))
+                        row = _part_row(common, pv, h.settings)
+                        rows.append(row)
+                        bad = set(row["bad"])
+                        for name, items in (pv.cases or {}).items():
+                            if name in bad:
+                                cases.setdefault(name, []).extend(items)
+                    # one "fault" row per fault kind in the run: how many, and the bad cases each preceded
+                    blame = attribute(faults, cases)
+                    for kind, n in fault_kinds(faults).items():
+                        rows.append({**common, "kind": "fault", "key": kind, "n_ops": n, "skipped_lines": 0,
+                                     "anomaly_counts": blame.get(kind, {}), "bad": []})
         yield pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols, dtype=object)
 
 
@@ -148,6 +162,8 @@ class JobResult:
     latency: dict[str, dict[str, list[int]]]
     timeline: dict | None
     evidence: list[dict] = field(default_factory=list)
+    nemesis_runs: list[dict] = field(default_factory=list)
+    nemesis_anomalies: list[dict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     out: str = ""
 
@@ -335,7 +351,8 @@ def run_job(
                                + (" ..." if len(errors) > 5 else "") + " (use --skip-corrupt to skip bad lines)")
 
         t1 = time.monotonic()
-        ok = results.filter(F.col("kind") != "error")
+        ok = results.filter(~F.col("kind").isin("error", "fault"))
+        fault_rows = results.filter(F.col("kind") == "fault")
         rank = F.create_map(*[x for k, v in _VERDICT_RANK.items() for x in (F.lit(k), F.lit(v))])
         unrank = F.create_map(*[x for k, v in _VERDICT_RANK.items() for x in (F.lit(v), F.lit(k))])
 
@@ -406,6 +423,16 @@ def run_job(
                  F.sum(F.col("unknown").cast("long")).alias("unknown_runs"))
             .join(n_runs_by_target, "target")
         )
+        # per nemesis: runs with each fault kind, how many of them failed, and which anomalies it preceded
+        fault_runs = fault_rows.select("run_id", F.col("key").alias("fault"), F.col("n_ops").alias("faults"),
+                                       "anomaly_counts").join(runs.select("run_id", "target", "valid"), "run_id")
+        nemesis_runs = fault_runs.groupBy("target", "fault").agg(
+            F.countDistinct("run_id").alias("runs"), F.sum("faults").alias("faults"),
+            F.sum((~F.col("valid")).cast("long")).alias("failing_runs"))
+        nemesis_blame = fault_runs.select("target", "fault", "run_id",
+                                          F.explode("anomaly_counts").alias("anomaly", "cases")).groupBy(
+            "target", "fault", "anomaly").agg(F.countDistinct("run_id").alias("runs_with"),
+                                               F.sum("cases").alias("cases_sampled"))
         parts_table = ok.filter(F.col("kind") != "run").select(
             "run_id", "target", "nemesis", "kind", "key", "n_ops", "anomaly_counts", "bad", "lin_model",
             "lin_verdict", "lin_elapsed_s", "counterexample", "cases")
@@ -413,7 +440,7 @@ def run_job(
         if "://" not in out:
             os.makedirs(out, exist_ok=True)
         for name, df in (("runs", runs), ("targets", targets), ("anomalies", anomalies), ("rules", rules),
-                         ("parts", parts_table)):
+                         ("parts", parts_table), ("nemesis_runs", nemesis_runs), ("nemesis_anomalies", nemesis_blame)):
             df.write.mode("overwrite").parquet(os.path.join(out, name))
         if errors:
             spark.createDataFrame(errors, "path string, error string").write.mode("overwrite").parquet(
@@ -447,6 +474,9 @@ def run_job(
             latency=latency,
             timeline=timeline,
             evidence=evidence,
+            nemesis_runs=sorted((r.asDict() for r in nemesis_runs.collect()), key=lambda r: (r["target"], r["fault"])),
+            nemesis_anomalies=sorted((r.asDict() for r in nemesis_blame.collect()),
+                                     key=lambda r: (r["target"], r["fault"], r["anomaly"])),
             timings=timings,
             out=out,
         )

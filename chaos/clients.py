@@ -1,0 +1,441 @@
+"""One small synchronous client interface over three Kafka client stacks, so a workload is written once and run
+through the reference client stack, confluent-kafka (librdkafka) or kafka-python: the same history from two
+stacks against one broker tells a client bug from a broker bug.
+
+Outcomes follow the history contract. A send raises `Definite` only when the request certainly did not append
+(the producer never retries, so an error answer is about the one attempt); anything else (timeouts, lost
+connections, unknown errors) raises `Indefinite`, recorded as `info`. Polls and commits raise plain exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CLIENTS = ("reference", "confluent", "kafka-python")
+
+# Kafka error names that mean "this produce request appended nothing" (the producer never retries).
+DEFINITE_SEND_ERRORS = frozenset({
+    "NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION", "NOT_ENOUGH_REPLICAS", "UNKNOWN_TOPIC_OR_PARTITION",
+    "LEADER_NOT_AVAILABLE", "FENCED_LEADER_EPOCH", "INVALID_REQUIRED_ACKS", "MESSAGE_TOO_LARGE",
+    "RECORD_LIST_TOO_LARGE", "TOPIC_AUTHORIZATION_FAILED", "INVALID_TOPIC_EXCEPTION",
+})
+
+
+class Definite(Exception):
+    """The send certainly did not happen (history `fail`)."""
+
+
+class Indefinite(Exception):
+    """The send may or may not have happened (history `info`)."""
+
+
+@dataclass
+class ClientConfig:
+    """What every stack needs; `extra` is passed through with Kafka client names (security.protocol, sasl.*...)."""
+
+    bootstrap: str
+    acks: int = -1
+    timeout_s: float = 5.0
+    group: str = "chaos-queue"
+    commit: str = "sync"  # sync | async | auto
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+Record = tuple[str, int, int, Any, Any]  # topic, partition, offset, key, value
+
+
+def _value(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    text = raw.decode("utf-8", "replace")
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def _key(raw: bytes | None) -> Any:
+    return None if raw is None else raw.decode("utf-8", "replace")
+
+
+def _error_name(exc: BaseException) -> str:
+    for attr in ("message", "name"):
+        v = getattr(exc, attr, None)
+        if isinstance(v, str) and v.isupper():
+            return v
+    code = getattr(exc, "args", [None])[0]
+    if hasattr(code, "name") and callable(code.name):  # confluent KafkaError
+        return str(code.name())
+    return type(exc).__name__
+
+
+def classify(exc: BaseException) -> Exception:
+    """Definite for errors that prove nothing was appended, Indefinite otherwise."""
+    name = _error_name(exc)
+    names = {name, name.upper(), type(exc).__name__}
+    for n in list(names):
+        if n.endswith("Error"):  # kafka-python: NotEnoughReplicasError -> NOT_ENOUGH_REPLICAS
+            snake = "".join("_" + c if c.isupper() else c for c in n[:-5]).lstrip("_").upper()
+            names.add(snake)
+    if names & DEFINITE_SEND_ERRORS:
+        return Definite(name)
+    return Indefinite(f"{type(exc).__name__}: {exc}")
+
+
+class QueueClient:
+    """Producer and consumer operations for one logical process (one thread)."""
+
+    def send(self, topic: str, partition: int, key: str, value: int) -> int:
+        """Append and return the offset; raises Definite or Indefinite."""
+        raise NotImplementedError
+
+    def assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+        raise NotImplementedError
+
+    def subscribe(self, topics: Sequence[str]) -> None:
+        raise NotImplementedError
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        raise NotImplementedError
+
+    def poll(self, timeout_s: float) -> tuple[list[Record], dict[str, int] | None]:
+        """Records in client order and, where the stack knows them, the fetch positions read from."""
+        raise NotImplementedError
+
+    def commit(self, offsets: Mapping[str, int]) -> bool:
+        """Commit these next-offsets ("t/p" -> offset); True when confirmed (sync), False when sent async."""
+        raise NotImplementedError
+
+    def can_commit(self) -> bool:
+        """Whether commits mean anything for this client as set up (the reference stack commits in groups only)."""
+        return True
+
+    def end_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[str, int]:
+        """The log end (high watermark) of each partition, for the final read."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------- kafka-python
+class KafkaPythonClient(QueueClient):
+    def __init__(self, cfg: ClientConfig) -> None:
+        self.cfg = cfg
+        self._producer: Any = None
+        self._consumer: Any = None
+
+    def _kw(self) -> dict[str, Any]:
+        return {k.replace(".", "_"): v for k, v in self.cfg.extra.items()}
+
+    def send(self, topic: str, partition: int, key: str, value: int) -> int:
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        if self._producer is None:
+            self._producer = KafkaProducer(
+                bootstrap_servers=self.cfg.bootstrap.split(","), acks="all" if self.cfg.acks == -1 else self.cfg.acks,
+                retries=0, request_timeout_ms=int(self.cfg.timeout_s * 1000), max_block_ms=int(self.cfg.timeout_s * 1000),
+                linger_ms=0, **self._kw())
+        try:
+            md = self._producer.send(topic, value=str(value).encode(), key=key.encode(), partition=partition)
+            return int(md.get(timeout=self.cfg.timeout_s + 1).offset)
+        except KafkaError as e:
+            raise classify(e) from e
+        except Exception as e:  # noqa: BLE001 - unknown outcome
+            raise Indefinite(f"{type(e).__name__}: {e}") from e
+
+    def _consumer_(self) -> Any:
+        from kafka import KafkaConsumer
+
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(
+                bootstrap_servers=self.cfg.bootstrap.split(","), group_id=self.cfg.group,
+                enable_auto_commit=self.cfg.commit == "auto", auto_commit_interval_ms=1000,
+                auto_offset_reset="earliest", request_timeout_ms=max(int(self.cfg.timeout_s * 1000), 6000),
+                session_timeout_ms=6000, heartbeat_interval_ms=1000, **self._kw())
+        return self._consumer
+
+    def assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+        from kafka import TopicPartition
+
+        self._consumer_().assign([TopicPartition(t, p) for t, p in partitions])
+
+    def subscribe(self, topics: Sequence[str]) -> None:
+        self._consumer_().subscribe(list(topics))
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        from kafka import TopicPartition
+
+        self._consumer_().seek(TopicPartition(topic, partition), offset)
+
+    def poll(self, timeout_s: float) -> tuple[list[Record], dict[str, int] | None]:
+        batches = self._consumer_().poll(timeout_ms=int(timeout_s * 1000))
+        out = [(r.topic, r.partition, r.offset, _key(r.key), _value(r.value)) for recs in batches.values() for r in recs]
+        return out, None
+
+    def commit(self, offsets: Mapping[str, int]) -> bool:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        c = self._consumer_()
+        arg = {TopicPartition(*_split(k)): OffsetAndMetadata(o, "", -1) for k, o in offsets.items()}
+        if self.cfg.commit == "async":
+            c.commit_async(arg)
+            return False
+        c.commit(arg)
+        return True
+
+    def end_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[str, int]:
+        from kafka import TopicPartition
+
+        ends = self._consumer_().end_offsets([TopicPartition(t, p) for t, p in partitions])
+        return {f"{tp.topic}/{tp.partition}": int(o) for tp, o in ends.items()}
+
+    def close(self) -> None:
+        for x in (self._producer, self._consumer):
+            if x is not None:
+                try:
+                    x.close(timeout=2) if x is self._producer else x.close(autocommit=False)
+                except Exception:  # noqa: BLE001, S110 - closing a client against a faulty cluster
+                    pass
+
+
+# ---------------------------------------------------------------------------------------------- confluent-kafka
+class ConfluentClient(QueueClient):
+    def __init__(self, cfg: ClientConfig) -> None:
+        self.cfg = cfg
+        self._producer: Any = None
+        self._consumer: Any = None
+
+    def send(self, topic: str, partition: int, key: str, value: int) -> int:
+        from confluent_kafka import Producer
+
+        if self._producer is None:
+            self._producer = Producer({"bootstrap.servers": self.cfg.bootstrap, "acks": str(self.cfg.acks),
+                                       "retries": 0, "linger.ms": 0, "enable.idempotence": False,
+                                       "message.timeout.ms": int(self.cfg.timeout_s * 1000),
+                                       "request.timeout.ms": int(self.cfg.timeout_s * 1000), **self.cfg.extra})
+        result: dict[str, Any] = {}
+
+        def done(err: Any, msg: Any) -> None:
+            result["err"], result["msg"] = err, msg
+
+        self._producer.produce(topic, value=str(value).encode(), key=key.encode(), partition=partition,
+                               on_delivery=done)
+        self._producer.flush(self.cfg.timeout_s + 2)
+        if "err" not in result:
+            raise Indefinite("no delivery report in time")
+        if result["err"] is not None:
+            raise classify(_ConfluentErr(result["err"]))
+        return int(result["msg"].offset())
+
+    def _consumer_(self) -> Any:
+        from confluent_kafka import Consumer
+
+        if self._consumer is None:
+            self._consumer = Consumer({"bootstrap.servers": self.cfg.bootstrap, "group.id": self.cfg.group,
+                                       "enable.auto.commit": self.cfg.commit == "auto",
+                                       "auto.commit.interval.ms": 1000, "auto.offset.reset": "earliest",
+                                       "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+                                       **self.cfg.extra})
+        return self._consumer
+
+    def assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        self._consumer_().assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions])
+
+    def subscribe(self, topics: Sequence[str]) -> None:
+        self._consumer_().subscribe(list(topics))
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        self._consumer_().seek(TopicPartition(topic, partition, offset))
+
+    def poll(self, timeout_s: float) -> tuple[list[Record], dict[str, int] | None]:
+        msgs = self._consumer_().consume(num_messages=500, timeout=timeout_s)
+        out = []
+        for m in msgs:
+            if m.error() is not None:
+                continue  # partition EOF and transient errors: not records
+            out.append((m.topic(), m.partition(), m.offset(), _key(m.key()), _value(m.value())))
+        return out, None
+
+    def commit(self, offsets: Mapping[str, int]) -> bool:
+        from confluent_kafka import TopicPartition
+
+        arg = [TopicPartition(*_split(k), o) for k, o in offsets.items()]
+        if self.cfg.commit == "async":
+            self._consumer_().commit(offsets=arg, asynchronous=True)
+            return False
+        self._consumer_().commit(offsets=arg, asynchronous=False)
+        return True
+
+    def end_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[str, int]:
+        from confluent_kafka import TopicPartition
+
+        c = self._consumer_()
+        return {f"{t}/{p}": int(c.get_watermark_offsets(TopicPartition(t, p), timeout=self.cfg.timeout_s)[1])
+                for t, p in partitions}
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(1)
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except Exception:  # noqa: BLE001, S110
+                pass
+
+
+class _ConfluentErr(Exception):
+    def __init__(self, err: Any) -> None:
+        super().__init__(str(err))
+        self.name = err.name()
+
+
+# ---------------------------------------------------------------------------------------------- reference stack
+class ReferenceClient(QueueClient):
+    """The project's asyncio client stack on a private event loop (one per process thread)."""
+
+    def __init__(self, cfg: ClientConfig) -> None:
+        if cfg.extra:
+            raise ValueError("the reference client stack speaks PLAINTEXT only; use --client confluent or kafka-python "
+                             f"for {sorted(cfg.extra)}")
+        self.cfg = cfg
+        self.loop = asyncio.new_event_loop()
+        self._producer: Any = None
+        self._consumer: Any = None
+        self._group = False
+
+    def _run(self, coro: Any, timeout: float | None = None) -> Any:
+        return self.loop.run_until_complete(asyncio.wait_for(coro, timeout or self.cfg.timeout_s + 2))
+
+    def send(self, topic: str, partition: int, key: str, value: int) -> int:
+        from kafka import errors as Errors
+
+        from reference_broker.client import Producer
+
+        try:
+            if self._producer is None:
+                self._producer = Producer(self.cfg.bootstrap, acks=self.cfg.acks, retries=0,
+                                          request_timeout_ms=int(self.cfg.timeout_s * 1000),
+                                          metadata_max_wait_ms=int(self.cfg.timeout_s * 1000))
+                self._run(self._producer.start())
+            md = self._run(self._producer.send_and_wait(topic, str(value).encode(), key.encode(), partition=partition))
+            return int(md.offset)
+        except Errors.KafkaError as e:
+            raise classify(e) from e
+        except Exception as e:  # noqa: BLE001 - timeouts, closed connections: unknown outcome
+            raise Indefinite(f"{type(e).__name__}: {e}") from e
+
+    def _consumer_(self, group: bool) -> Any:
+        from reference_broker.client import Consumer, GroupConsumer
+
+        if self._consumer is None:
+            if group:
+                self._consumer = GroupConsumer(self.cfg.bootstrap, self.cfg.group, auto_offset_reset="earliest",
+                                               enable_auto_commit=self.cfg.commit == "auto",
+                                               auto_commit_interval_ms=1000, session_timeout_ms=6000,
+                                               heartbeat_interval_ms=1000)
+            else:
+                self._consumer = Consumer(self.cfg.bootstrap, auto_offset_reset="earliest")
+            self._group = group
+            self._run(self._consumer.start())
+        return self._consumer
+
+    def assign(self, partitions: Sequence[tuple[str, int]]) -> None:
+        from reference_broker.client import TopicPartition
+
+        self._consumer_(False).assign([TopicPartition(t, p) for t, p in partitions])
+
+    def subscribe(self, topics: Sequence[str]) -> None:
+        self._consumer_(True).subscribe(list(topics))
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        from reference_broker.client import TopicPartition
+
+        self._consumer_(self._group).seek(TopicPartition(topic, partition), offset)
+
+    def poll(self, timeout_s: float) -> tuple[list[Record], dict[str, int] | None]:
+        c = self._consumer
+        if c is None:
+            return [], None
+        batches = self._run(c.poll(timeout_ms=int(timeout_s * 1000)), timeout_s + self.cfg.timeout_s + 2)
+        out = [(r.topic, r.partition, r.offset, _key(r.key), _value(r.value)) for recs in batches.values() for r in recs]
+        positions = None if self._group else dict(c.history_positions())
+        return out, positions
+
+    def can_commit(self) -> bool:
+        return self._group
+
+    def commit(self, offsets: Mapping[str, int]) -> bool:
+        from reference_broker.client import TopicPartition
+
+        c = self._consumer
+        if not self._group or c is None:
+            raise RuntimeError("the reference stack commits through a group (--sub-via subscribe)")
+        arg = {TopicPartition(*_split(k)): o for k, o in offsets.items()}
+        if self.cfg.commit == "async":
+            c.commit_async(arg)
+            return False
+        self._run(c.commit(arg))
+        return True
+
+    def end_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[str, int]:
+        from reference_broker.client import Consumer, TopicPartition
+
+        async def ends() -> dict[str, int]:
+            async with Consumer(self.cfg.bootstrap) as c:
+                tps = [TopicPartition(t, p) for t, p in partitions]
+                c.assign(tps)
+                await c.seek_to_end(*tps)
+                return {f"{tp.topic}/{tp.partition}": await c.position(tp) for tp in tps}
+
+        return self._run(ends())
+
+    def close(self) -> None:
+        for x in (self._producer, self._consumer):
+            if x is not None:
+                try:
+                    self._run(x.close(), 3)
+                except Exception:  # noqa: BLE001, S110
+                    pass
+        self.loop.close()
+
+
+def _split(key: str) -> tuple[str, int]:
+    topic, _, part = key.rpartition("/")
+    return topic, int(part)
+
+
+def make_client(name: str, cfg: ClientConfig) -> QueueClient:
+    """A client of the named stack (`CLIENTS`)."""
+    if name == "kafka-python":
+        return KafkaPythonClient(cfg)
+    if name == "confluent":
+        return ConfluentClient(cfg)
+    if name == "reference":
+        return ReferenceClient(cfg)
+    raise ValueError(f"unknown client {name!r}; choose from {', '.join(CLIENTS)}")
+
+
+def parse_client_settings(pairs: Sequence[str]) -> dict[str, str]:
+    """--client-config key=value pairs; only Kafka security settings pass (security.protocol, sasl.*, ssl.*)."""
+    out: dict[str, str] = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k:
+            raise ValueError(f"--client-config {p!r}: expected key=value")
+        if not (k == "security.protocol" or k.startswith(("sasl.", "ssl."))):
+            raise ValueError(f"--client-config {k}: only security.protocol, sasl.* and ssl.* pass through")
+        out[k] = v
+    return out
+
+
+def settings_summary(cfg: ClientConfig) -> Mapping[str, Any]:
+    """What goes into the run header (secrets never do)."""
+    return {"acks": cfg.acks, "commit": cfg.commit, "security.protocol": cfg.extra.get("security.protocol",
+                                                                                          "PLAINTEXT")}

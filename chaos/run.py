@@ -1,0 +1,455 @@
+"""One chaos run: a target (a reference cluster started here, or a live `--bootstrap`), the queue workload, a
+nemesis schedule, a history file, a verdict from the reports/ checkers and an HTML page.
+
+Safety rules, enforced here and not in the CLI so every caller gets them:
+- a bootstrap off loopback needs `allow_remote`;
+- on a live cluster, process faults need a control socket the operator names (`control`), network faults the
+  proxies the operator names (`proxy_api` + `topology`): nothing else is touched;
+- every fault is undone before `run()` returns or raises (the NemesisRunner's finally, then a last sweep), also
+  on Ctrl-C and SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .clients import ClientConfig, settings_summary
+from .nemesis import Context, NemesisRunner, ScheduleSpec, Step, generate
+from .nemesis.schedule import NEMESES
+from .queue import QueueSpec, QueueWorkload
+from .scenarios import LEADER_NEMESES, lossy_schedule
+
+EXIT_VALID, EXIT_ANOMALIES, EXIT_NOT_RUN = 0, 1, 2
+PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader"}
+NETWORK_FAULTS = {"partition", "latency"}
+SCHEDULES = ("random", "lossy")
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# Plug point for proxied topologies (the fixtures/proxied* work): a target whose client and inter-broker links go
+# through proxies exposes `toxiproxy` (chaos.faults.ToxiproxyClient) and `topology` (chaos.faults.Topology);
+# partition and latency nemeses then act on those proxies, with nothing else to change here.
+NETWORK_HOOK = ("toxiproxy", "topology")
+
+
+class RunError(Exception):
+    """The run could not start (bad options, unreachable cluster): exit 2 with this message."""
+
+
+def parse_duration(text: str) -> float:
+    """'60s', '2m', '500ms', '1.5' (seconds) -> seconds; positive and at most a day."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", str(text))
+    if not m:
+        raise RunError(f"bad duration {text!r}: use e.g. 60s, 2m, 500ms")
+    value = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    if not 0 < value <= 86400:
+        raise RunError(f"duration {text!r} out of range (0, 24h]")
+    return value
+
+
+def check_bootstrap(bootstrap: str, allow_remote: bool) -> list[tuple[str, int]]:
+    """HOST:PORT[,HOST:PORT...]; refuses a non-loopback host unless allowed."""
+    out = []
+    for part in bootstrap.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise RunError(f"bad bootstrap {part!r}: expected HOST:PORT")
+        host = host.strip("[]")
+        if host not in LOOPBACK_HOSTS and not host.startswith("127.") and not allow_remote:
+            raise RunError(f"bootstrap {host} is not loopback: faults against a remote cluster need --allow-remote")
+        out.append((host, int(port)))
+    return out
+
+
+def reachable(addrs: list[tuple[str, int]], timeout: float = 3.0) -> bool:
+    for host, port in addrs:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@dataclass
+class RunOptions:
+    """Everything a run needs; CLI flags map 1:1."""
+
+    out: Path
+    duration: float = 60.0
+    rate: float = 200.0
+    seed: int = 0
+    nemeses: tuple[str, ...] = ("kill", "pause")
+    schedule: str = "random"
+    interval: float = 10.0
+    fault_duration: float = 5.0
+    workload: str = "queue"
+    client: str = "kafka-python"
+    acks: int = -1
+    commit: str = "sync"
+    sub_via: str = "assign"
+    producers: int = 2
+    consumers: int = 2
+    partitions: int = 2
+    reset_prob: float = 0.0
+    brokers: int = 3
+    cluster_settings: dict[str, str] = field(default_factory=dict)
+    bootstrap: str | None = None
+    allow_remote: bool = False
+    client_extra: dict[str, str] = field(default_factory=dict)
+    control: str | None = None
+    proxy_api: str | None = None
+    topology: str | None = None
+    run_id: str | None = None
+    dry_run: bool = False
+    progress: bool = True
+    check_budget: float = 10.0
+    html: bool = True
+    parquet: bool = True
+
+
+# Cluster settings for chaos runs: Kafka's defaults except short timeouts so a killed leader is replaced in
+# seconds (a 60 s run sees several faults), still with session > 1.5 x lag so a stalled follower leaves the ISR
+# by the lag rule before it is fenced.
+CHAOS_CLUSTER_DEFAULTS = {
+    "min.insync.replicas": "2",
+    "unclean.leader.election.enable": "false",
+    "replica.lag.time.max.ms": "2000",
+    "broker.session.timeout.ms": "4000",
+    "default.replication.factor": "3",
+}
+
+
+def cluster_settings(opts: RunOptions) -> dict[str, str]:
+    return {**CHAOS_CLUSTER_DEFAULTS, **opts.cluster_settings}
+
+
+def build_schedule(opts: RunOptions, brokers: list[int]) -> list[Step]:
+    """The fault schedule for the options: pure (no target), so --dry-run prints exactly what will happen."""
+    if opts.schedule == "lossy":
+        s = cluster_settings(opts)
+        return lossy_schedule("chaos-queue", lag_s=int(s["replica.lag.time.max.ms"]) / 1000,
+                              session_s=int(s["broker.session.timeout.ms"]) / 1000)
+    if opts.schedule != "random":
+        raise RunError(f"unknown schedule {opts.schedule!r}; known: {', '.join(SCHEDULES)}")
+    if not opts.nemeses:
+        return []
+    known = {**NEMESES, **LEADER_NEMESES}
+    unknown = [n for n in opts.nemeses if n not in known]
+    if unknown:
+        raise RunError(f"unknown nemesis {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    seeded = [n for n in opts.nemeses if n in NEMESES]
+    # leave the last interval fault-free so the cluster settles before the final read
+    total = max(0.0, opts.duration - min(opts.interval, opts.duration / 4))
+    steps = generate(opts.seed, ScheduleSpec(interval=opts.interval, duration=opts.fault_duration, total=total,
+                                             faults=tuple(seeded) or ("kill",), brokers=tuple(brokers)))
+    return steps
+
+
+class ControlSocketTarget:
+    """Process faults on a reference cluster someone else started, through the CONTROL socket it printed."""
+
+    name = "live"
+
+    def __init__(self, path: str, bootstrap: str) -> None:
+        self.path = path
+        self.bootstrap = bootstrap
+
+    def _call(self, action: str, node: int | None = None) -> str:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(120)
+            s.connect(self.path)
+            s.sendall(f"{action} {'' if node is None else node}\n".encode())
+            reply = s.makefile().readline().strip()
+        if reply.startswith("error"):
+            raise RuntimeError(f"control {action} {node}: {reply}")
+        return reply
+
+    @property
+    def broker_ids(self) -> list[int]:
+        pids = json.loads(self._call("status"))["pids"]
+        return sorted(int(k.removeprefix("broker-")) for k in pids if k.removeprefix("broker-").isdigit())
+
+    def kill_broker(self, b: int) -> None:
+        self._call("kill", b)
+
+    def pause_broker(self, b: int) -> None:
+        self._call("pause", b)
+
+    def resume_broker(self, b: int) -> None:
+        self._call("resume", b)
+
+    def restart(self, b: int) -> None:
+        self._call("restart", b)
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    run_id: str
+    history: Path | None = None
+    verdict: dict[str, Any] | None = None
+    html: Path | None = None
+    final: dict[str, Any] | None = None
+    message: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int, replication: int, extra: dict[str, str],
+                 timeout_s: float = 30.0) -> None:
+    """Create the workload topic (idempotent), retrying while a fresh cluster elects leaders."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=5000,
+                                     **{k.replace(".", "_"): v for k, v in extra.items()})
+        except Exception as e:  # noqa: BLE001 - not up yet
+            last = e
+            time.sleep(0.5)
+            continue
+        try:
+            admin.create_topics([NewTopic(topic, partitions, replication)])
+        except TopicAlreadyExistsError:
+            pass
+        except Exception as e:  # noqa: BLE001
+            last = e
+            time.sleep(0.5)
+            continue
+        finally:
+            admin.close()
+        return
+    raise RunError(f"could not create topic {topic}: {last}")
+
+
+class Progress:
+    """One status line on stderr every second: elapsed, ops/s, errors, current faults."""
+
+    def __init__(self, workload: QueueWorkload, runner: NemesisRunner, total: float, enabled: bool) -> None:
+        self.w, self.r, self.total, self.enabled = workload, runner, total, enabled
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="progress")
+        self._last = (0.0, 0)
+
+    def start(self) -> None:
+        if self.enabled:
+            self._thread.start()
+
+    def line(self) -> str:
+        s = self.w.stats
+        now = time.monotonic() - self.t0
+        done = s.ok + s.fail + s.info
+        rate = (done - self._last[1]) / max(now - self._last[0], 1e-6)
+        self._last = (now, done)
+        faults = ", ".join(f"{f.kind}{_brief(f.params)}" for _, f in list(self.r.active)) or "none"
+        return (f"[{now:5.1f}/{self.total:.0f}s] sends {done} ({rate:.0f}/s) ok {s.ok} fail {s.fail} "
+                f"info {s.info} | faults: {faults}")
+
+    def _loop(self) -> None:
+        tty = sys.stderr.isatty()
+        while not self._stop.wait(1.0):
+            text = self.line()
+            sys.stderr.write(("\r\x1b[K" + text) if tty else text + "\n")
+            sys.stderr.flush()
+        if tty:
+            sys.stderr.write("\n")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2)
+
+
+def _brief(params: dict[str, Any]) -> str:
+    for k in ("broker", "brokers", "mode"):
+        if k in params:
+            return f"({params[k]})"
+    return ""
+
+
+def _say(opts: RunOptions, text: str) -> None:
+    if opts.progress:
+        print(text, file=sys.stderr, flush=True)
+
+
+def plan_only(opts: RunOptions) -> list[Step]:
+    brokers = list(range(opts.brokers)) if opts.bootstrap is None else [0, 1, 2]  # reference ids: 0..N-1
+    if opts.bootstrap is not None:
+        check_bootstrap(opts.bootstrap, opts.allow_remote)
+    return build_schedule(opts, brokers)
+
+
+def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+    """Execute one run (see the module docstring); never leaves a fault or a process behind."""
+    run_id = opts.run_id or f"chaos-{opts.seed}-{uuid.uuid4().hex[:6]}"
+    if opts.workload != "queue":
+        raise RunError(f"unknown workload {opts.workload!r}; known: queue")
+    wanted = set(opts.nemeses) if opts.schedule == "random" else {"stall-followers", "kill-leader"}
+    target: Any = None
+    proxies = None
+    topology = None
+    if opts.bootstrap is not None:
+        addrs = check_bootstrap(opts.bootstrap, opts.allow_remote)
+        if wanted & PROCESS_FAULTS and not opts.control:
+            raise RunError(f"nemesis {', '.join(sorted(wanted & PROCESS_FAULTS))} on a live cluster needs --control "
+                           "SOCKET (the reference cluster's CONTROL socket); no process is touched otherwise")
+        if not reachable(addrs):
+            raise RunError(f"cluster unreachable: nothing answers at {opts.bootstrap}")
+        bootstrap = opts.bootstrap
+        if opts.control:
+            target = ControlSocketTarget(opts.control, bootstrap)
+        target_name = "live"
+    else:
+        target_name = "reference"
+    if wanted & NETWORK_FAULTS and not (opts.proxy_api and opts.topology):
+        from fixtures.reference import ReferenceTarget
+
+        if opts.bootstrap is not None or not all(hasattr(ReferenceTarget, a) for a in NETWORK_HOOK):
+            raise RunError(f"nemesis {', '.join(sorted(wanted & NETWORK_FAULTS))} needs proxies: --proxy-api HOST:PORT "
+                           "and --topology FILE, or a reference target that carries its links through proxies "
+                           "(not on main yet)")
+    if wanted & NETWORK_FAULTS and opts.proxy_api and opts.topology:
+        from .faults import Topology, ToxiproxyClient
+
+        proxies = ToxiproxyClient(opts.proxy_api)
+        links = json.loads(Path(opts.topology).read_text())
+        topology = Topology({tuple(k.split("->")): v for k, v in links.items()})  # type: ignore[misc]
+
+    opts.out.mkdir(parents=True, exist_ok=True)
+    started_here = None
+    if opts.bootstrap is None:
+        from fixtures.reference import ReferenceTarget
+
+        # durable logs: a SIGKILLed broker must come back with its log (memory mode would be a wiped disk, and a
+        # sole-ISR leader restarting empty loses everything, which is not what "kill" means)
+        cfg = {"brokers": str(opts.brokers),
+               **{f"kafka.{k}": v for k, v in cluster_settings(opts).items()}}
+        started_here = ReferenceTarget(cfg, work_dir=opts.out / f"{run_id}.cluster")
+        _say(opts, f"starting a {opts.brokers}-broker reference cluster ...")
+        started_here.start()
+        target = started_here
+        bootstrap = started_here.bootstrap
+        if proxies is None and all(hasattr(target, a) for a in NETWORK_HOOK):
+            proxies, topology = target.toxiproxy, target.topology
+    try:
+        brokers = list(target.broker_ids) if target is not None else []
+        steps = build_schedule(opts, brokers or [1])
+        if steps and target is None and wanted & PROCESS_FAULTS:
+            raise RunError("process faults need a target")
+        return _execute(opts, run_id, target_name, bootstrap, target, proxies, topology, steps, on_started)
+    finally:
+        if started_here is not None:
+            started_here.stop()
+            shutil.rmtree(opts.out / f"{run_id}.cluster" / "data", ignore_errors=True)  # keep the broker logs
+
+
+def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, target: Any, proxies: Any,
+             topology: Any, steps: list[Step], on_started: Callable[[dict[str, Any]], None] | None) -> RunResult:
+    from history import Recorder
+
+    replication = min(3, len(target.broker_ids)) if target is not None else 3
+    ensure_topic(bootstrap, "chaos-queue", opts.partitions, replication, opts.client_extra)
+    cfg = ClientConfig(bootstrap=bootstrap, acks=opts.acks, commit=opts.commit, extra=opts.client_extra,
+                       group=f"chaos-{run_id}")
+    spec = QueueSpec(partitions=opts.partitions, producers=opts.producers, consumers=opts.consumers,
+                     rate=opts.rate, sub_via=opts.sub_via, reset_prob=opts.reset_prob, replication=replication)
+    nemesis_name = opts.schedule if opts.schedule != "random" else ",".join(opts.nemeses) or "none"
+    settings = {"workload": "queue", "client": opts.client, "seed": opts.seed, "sub_via": [opts.sub_via],
+                "duration_s": opts.duration, "rate": opts.rate, "schedule": opts.schedule,
+                "faults": [{"id": s.id, "at": s.at, "duration": s.duration, "kind": s.kind, "params": s.params}
+                           for s in steps],
+                "cluster": cluster_settings(opts) if target_name == "reference" else {},
+                **settings_summary(cfg), "partitions": opts.partitions, "replication": replication}
+    path = opts.out / f"{run_id}.jsonl"
+    recorder = Recorder(run_id, target=target_name, nemesis=nemesis_name, settings=settings, sink=str(path))
+    workload = QueueWorkload(spec, recorder, opts.client, cfg, seed=opts.seed)
+    ctx = Context(target=target, client=proxies, topology=topology) if topology else Context(target=target)
+    runner = NemesisRunner(ctx, recorder, nemeses={**NEMESES, **LEADER_NEMESES})
+    progress = Progress(workload, runner, opts.duration, opts.progress)
+    result = RunResult(EXIT_NOT_RUN, run_id, history=path)
+    if on_started:
+        on_started({"run_id": run_id, "bootstrap": bootstrap, "history": str(path)})
+    interrupted = False
+    t0 = time.monotonic()
+    workload.start()
+    progress.start()
+    try:
+        runner.run(steps)  # main thread: Ctrl-C / SIGTERM land here and its finally undoes every fault
+        while (left := opts.duration - (time.monotonic() - t0)) > 0:
+            time.sleep(min(left, 0.2))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        runner.undo_all()
+        progress.stop()
+        workload.stop()
+    if interrupted:
+        recorder.close()
+        result.message = "interrupted: every fault was undone; the partial history is kept"
+        return result
+    _say(opts, "final read ...")
+    result.final = workload.final_read()
+    recorder.close()
+    s = workload.stats
+    failed_faults = [op["value"] for op in recorder.history.ops
+                     if op["f"] == "nemesis" and op["type"] == "info" and "error" in op["value"]]
+    result.stats = {"ok": s.ok, "fail": s.fail, "info": s.info, "wall_s": round(time.monotonic() - t0, 1),
+                    "faults": len(steps), "faults_failed": len(failed_faults), "errors": workload.errors}
+    if failed_faults:
+        result.message = "some faults failed to apply: " + "; ".join(
+            f"{v.get('fault')} #{v.get('id')} {v.get('phase')}: {v['error']}" for v in failed_faults[:3])
+    if opts.parquet:
+        try:
+            recorder.write(str(path.with_suffix(".parquet")))
+        except Exception as e:  # noqa: BLE001 - JSONL is the primary record
+            result.stats["parquet_error"] = str(e)
+    result.verdict, result.exit_code = check_history(path, opts.check_budget)
+    if not result.final.get("complete", False) and result.exit_code == EXIT_VALID:
+        result.exit_code = EXIT_NOT_RUN
+        result.message = f"final read incomplete: {result.final} {result.message}"
+    if opts.html:
+        result.html = write_run_page(path, opts.out / f"{run_id}.html", result.verdict)
+    (opts.out / f"{run_id}.result.json").write_text(json.dumps(
+        {"run_id": run_id, "exit_code": result.exit_code, "final": result.final, "stats": result.stats,
+         "verdict": result.verdict, "message": result.message}, indent=1, default=str))
+    return result
+
+
+def check_history(path: Path, budget: float) -> tuple[dict[str, Any] | None, int]:
+    """The reports/ checkers in a child process (one direction: chaos never imports reports)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, "-m", "reports", "check", str(path), "--json", "--budget", str(budget)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    try:
+        verdict = json.loads(p.stdout)[0]
+    except (ValueError, IndexError):
+        verdict = {"error": (p.stderr or p.stdout)[-2000:]}
+    return verdict, p.returncode if p.returncode in (0, 1, 2) else EXIT_NOT_RUN
+
+
+def write_run_page(path: Path, out: Path, verdict: dict[str, Any] | None) -> Path | None:
+    """The run's HTML page (reports.run_page), also in a child process."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    vpath = out.with_suffix(".verdict.json")
+    vpath.write_text(json.dumps(verdict or {}, default=str))
+    p = subprocess.run([sys.executable, "-m", "reports", "run-page", str(path), "--verdict", str(vpath),
+                        "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    vpath.unlink(missing_ok=True)
+    return out if p.returncode == 0 and out.exists() else None

@@ -1,0 +1,1 @@
+"""`kct`: one command for the whole toolkit (see kct/__main__.py)."""
