@@ -37,10 +37,10 @@ PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader"}
 NETWORK_FAULTS = {"partition", "latency"}
 SCHEDULES = ("random", "lossy")
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
-# Plug point for proxied topologies (the fixtures/proxied* work): a target whose client and inter-broker links go
-# through proxies exposes `toxiproxy` (chaos.faults.ToxiproxyClient) and `topology` (chaos.faults.Topology);
-# partition and latency nemeses then act on those proxies, with nothing else to change here.
-NETWORK_HOOK = ("toxiproxy", "topology")
+# A proxied target (fixtures/proxied.py: every client, follower and controller link is its own proxy) exposes
+# `proxy_api` (Toxiproxy's HTTP API) and `topology` (chaos.faults.Topology); partition and latency nemeses act on
+# those proxies.
+NETWORK_HOOK = ("proxy_api", "topology")
 
 
 class RunError(Exception):
@@ -316,13 +316,9 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
         target_name = "live"
     else:
         target_name = "reference"
-    if wanted & NETWORK_FAULTS and not (opts.proxy_api and opts.topology):
-        from fixtures.reference import ReferenceTarget
-
-        if opts.bootstrap is not None or not all(hasattr(ReferenceTarget, a) for a in NETWORK_HOOK):
-            raise RunError(f"nemesis {', '.join(sorted(wanted & NETWORK_FAULTS))} needs proxies: --proxy-api HOST:PORT "
-                           "and --topology FILE, or a reference target that carries its links through proxies "
-                           "(not on main yet)")
+    if wanted & NETWORK_FAULTS and not (opts.proxy_api and opts.topology) and opts.bootstrap is not None:
+        raise RunError(f"nemesis {', '.join(sorted(wanted & NETWORK_FAULTS))} on a live cluster needs proxies: "
+                       "--proxy-api HOST:PORT and --topology FILE")
     if wanted & NETWORK_FAULTS and opts.proxy_api and opts.topology:
         from .faults import Topology, ToxiproxyClient
 
@@ -339,13 +335,17 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
         # sole-ISR leader restarting empty loses everything, which is not what "kill" means)
         cfg = {"brokers": str(opts.brokers),
                **{f"kafka.{k}": v for k, v in cluster_settings(opts).items()}}
+        if wanted & NETWORK_FAULTS and proxies is None:
+            cfg["proxied"] = "true"          # every link through its own proxy, so partitions are proxy switches
         started_here = ReferenceTarget(cfg, work_dir=opts.out / f"{run_id}.cluster")
         _say(opts, f"starting a {opts.brokers}-broker reference cluster ...")
         started_here.start()
         target = started_here
         bootstrap = started_here.bootstrap
-        if proxies is None and all(hasattr(target, a) for a in NETWORK_HOOK):
-            proxies, topology = target.toxiproxy, target.topology
+        if proxies is None and getattr(target, "proxy_api", None):
+            from .faults import ToxiproxyClient
+
+            proxies, topology = ToxiproxyClient(target.proxy_api), target.topology
     try:
         brokers = list(target.broker_ids) if target is not None else []
         steps = build_schedule(opts, brokers or [1])

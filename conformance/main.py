@@ -2,7 +2,7 @@
 
     python -m conformance.main [--targets reference,tansu] [--out out] [--suites conformance.suites] [-- PYTEST ARGS]
 
-The chaos step (`python -m chaos run`, about a minute, kills and pauses against a fresh 3-broker reference cluster)
+The chaos step (`python -m chaos run`, about a minute, kills and partitions against a fresh proxied 3-broker reference cluster)
 puts a history with faults next to the suites' histories, so the Spark report's per-nemesis breakdown and fault
 timelines have something to show; its own page (fault timeline over throughput and latency, verdict) is in
 out/chaos/. Anomalies it finds are findings (exit 0); a chaos run that could not run fails the job.
@@ -47,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark aggregation step")
     ap.add_argument("--no-chaos", action="store_true", help="skip the chaos run")
     ap.add_argument("--chaos-duration", default="60s", help="length of the chaos run (default 60s)")
-    ap.add_argument("--chaos-nemesis", default="kill,pause",
-                    help="faults of the chaos run (default kill,pause; partition needs a proxied cluster)")
+    ap.add_argument("--chaos-nemesis", default="kill,partition",
+                    help="faults of the chaos run (default kill,partition: the cluster it starts is proxied)")
     ap.add_argument("--chaos-seed", type=int, default=1)
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     return ap
