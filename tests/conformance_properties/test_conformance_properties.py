@@ -48,19 +48,19 @@ def outcomes_by_rule(doc: dict) -> dict[str, set[str]]:
 
 
 def test_rebalance_and_isr_suites_pass_against_reference(tmp_path: Path) -> None:
-    doc = run_checks(tmp_path, [REBALANCE, ISR_HW])
+    """Rebalance and the single-broker ISR/HW checks; the replicated ones run on 3-broker clusters in
+    tests/conformance/test_conformance_suites.py (not twice in CI)."""
+    doc = run_checks(tmp_path, [REBALANCE, ISR_HW], "-k", "not (min_leo or shrinks or refused_after or "
+                     "while_waiting or across_failover or truncates_by)")
     bad = [(c["nodeid"], c["outcome"], c["message"][:500]) for c in doc["checks"]
            if c["outcome"] in ("divergence", "error")]
     assert not bad, f"the reference broker must pass every check:\n{json.dumps(bad, indent=1)}"
     rules = outcomes_by_rule(doc)
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] in ("rebalance", "isr_hw")}
-    assert declared <= set(rules), f"rules without a check: {declared - set(rules)}"
+    assert declared - REPLICATED_RULES <= set(rules), f"rules without a check: {declared - set(rules)}"
     for r in declared - REPLICATED_RULES:
         assert "pass" in rules[r], f"{r} never passed: {rules[r]}"
-    for c in doc["checks"]:
-        if set(c["rules"]) & REPLICATED_RULES and not set(c["rules"]) - REPLICATED_RULES:
-            assert c["outcome"] == "skipped" and "lacks capability 'replication'" in c["message"], \
-                (c["nodeid"], c["outcome"], c["message"])
+    assert not [c for c in doc["checks"] if c["outcome"] == "skipped"], "nothing skipped on the reference"
     assert doc["duration_s"] < 90, f"rebalance + ISR/HW took {doc['duration_s']} s against the reference broker"
 
 
