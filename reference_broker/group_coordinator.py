@@ -196,12 +196,7 @@ class GroupCoordinator:
         for gid in [g for g in self.groups if self.partition_of(g) == index]:
             g = self.groups.pop(gid)
             for m in list(g.members.values()):
-                if m.session_timer is not None:
-                    m.session_timer.cancel()
-                for fut in (m.join_future, m.sync_future):
-                    if fut is not None and not fut.done():
-                        fut.set_result(JoinResult(E.NotCoordinatorError.errno) if fut is m.join_future
-                                       else (E.NotCoordinatorError.errno, b""))
+                self._release(m, E.NotCoordinatorError.errno)
             for t in g.pending_members.values():
                 if t is not None:
                     t.cancel()
@@ -270,16 +265,20 @@ class GroupCoordinator:
         m.is_new = True
         g.new_member_added = True
 
-    def _remove_member(self, g: ClassicGroup, m: Member, why: str) -> None:
-        g.members.pop(m.member_id, None)
-        if m.group_instance_id is not None and g.static_members.get(m.group_instance_id) == m.member_id:
-            del g.static_members[m.group_instance_id]
+    @staticmethod
+    def _release(m: Member, code: int) -> None:
+        """Stop a member's session timer and answer its parked JoinGroup/SyncGroup with ``code``."""
         if m.session_timer is not None:
             m.session_timer.cancel()
         for fut in (m.join_future, m.sync_future):
             if fut is not None and not fut.done():
-                fut.set_result(JoinResult(E.UnknownMemberIdError.errno) if fut is m.join_future
-                               else (E.UnknownMemberIdError.errno, b""))
+                fut.set_result(JoinResult(code) if fut is m.join_future else (code, b""))
+
+    def _remove_member(self, g: ClassicGroup, m: Member, why: str) -> None:
+        g.members.pop(m.member_id, None)
+        if m.group_instance_id is not None and g.static_members.get(m.group_instance_id) == m.member_id:
+            del g.static_members[m.group_instance_id]
+        self._release(m, E.UnknownMemberIdError.errno)
         if g.leader_id == m.member_id:
             g.leader_id = next(iter(g.members), None)
         if g.state in (STABLE, COMPLETING):
