@@ -66,7 +66,8 @@ class NodeProcess:
 
         def pump() -> None:
             for line in iter(out.readline, b""):
-                self._log.write(line) if self._log and not self._log.closed else None
+                if self._log is not None and not self._log.closed:
+                    self._log.write(line)
                 if line.startswith(b"READY "):
                     ready.set()
         threading.Thread(target=pump, daemon=True, name=f"pump-{self.name}").start()

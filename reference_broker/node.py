@@ -39,13 +39,13 @@ from .faults import Faults
 from .group_coordinator import GroupCoordinator
 from .log import batch as B
 from .metadata.image import BrokerRegistration, Delta, MetadataImage, PartitionState, TopicImage
-from .metadata.records import METADATA_TOPIC, NO_LEADER, decode_batches
+from .metadata.records import METADATA_TOPIC, decode_batches
 from .offset_store import OFFSETS_TOPIC, OffsetStore, partition_for
 from .partition import Partition
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import Server
-from .topic_config import TOPIC_CONFIGS, topic_setting
+from .topic_config import topic_setting
 
 log = logging.getLogger("reference_broker.node")
 
@@ -182,15 +182,17 @@ class BrokerNode:
         """The local replica of a partition, if this broker hosts it."""
         return self.replicas.get(topic, index)
 
-    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, int]:
+    def leader_partition(self, topic: str, index: int,
+                         current_leader_epoch: int = -1) -> tuple[Partition | None, int]:
         """(local leader replica, error): UNKNOWN_TOPIC_OR_PARTITION when the cluster has no such partition,
-        NOT_LEADER_OR_FOLLOWER when this broker does not lead it."""
+        NOT_LEADER_OR_FOLLOWER when this broker does not lead it, FENCED/UNKNOWN_LEADER_EPOCH when the request's
+        current leader epoch is older/newer than ours (KIP-320)."""
         if self.image.partition(topic, index) is None:
             return None, E.UnknownTopicOrPartitionError.errno
         p = self.replicas.get(topic, index)
         if p is None or not p.is_leader:
             return p, E.NotLeaderForPartitionError.errno
-        return p, 0
+        return p, p.check_leader_epoch(current_leader_epoch)
 
     def topic_setting(self, topic: str, key: str) -> Any:
         t = self.image.topics.get(topic)
@@ -434,4 +436,4 @@ class BrokerNode:
         self.replicas.close()
 
 
-__all__ = ["NO_LEADER", "TOPIC_CONFIGS", "BrokerNode", "DataDirError", "NodeStartError", "parse_address"]
+__all__ = ["BrokerNode", "DataDirError", "NodeStartError", "parse_address"]

@@ -73,9 +73,6 @@ class Purgatory:
         self._watchers: dict[TP, dict[int, DelayedOperation]] = {}
         self._ids = itertools.count()
 
-    def __len__(self) -> int:
-        return len({op.id for ops in self._watchers.values() for op in ops.values()})
-
     def unwatch(self, op: DelayedOperation) -> None:
         for key in op.keys:
             ops = self._watchers.get(key)

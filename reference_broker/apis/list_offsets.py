@@ -72,9 +72,7 @@ async def handle(ctx, req):
     for t in req.topics:
         parts = []
         for rp in t.partitions:
-            p, err = b.leader_partition(t.name, rp.partition_index)
-            if p is not None and not err:
-                err = p.check_leader_epoch(rp.current_leader_epoch)
+            p, err = b.leader_partition(t.name, rp.partition_index, rp.current_leader_epoch)
             if err:
                 parts.append(PartResp(partition_index=rp.partition_index, error_code=err, timestamp=-1, offset=-1,
                                       leader_epoch=-1))

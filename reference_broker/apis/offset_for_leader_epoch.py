@@ -27,9 +27,7 @@ async def handle(ctx, req):
     for t in req.topics:
         parts = []
         for rp in t.partitions:
-            p, err = b.leader_partition(t.topic, rp.partition)
-            if p is not None and not err:
-                err = p.check_leader_epoch(rp.current_leader_epoch)
+            p, err = b.leader_partition(t.topic, rp.partition, rp.current_leader_epoch)
             if err:
                 parts.append(PartResp(error_code=err, partition=rp.partition, leader_epoch=-1, end_offset=-1))
                 continue

@@ -16,7 +16,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kct_cluster_helpers import create_topic, partition_state, wait_for
 
 from reference_broker.log.file import FileLog
-from reference_broker.metadata.records import decode_batches  # noqa: F401 - same record framing as topic logs
 
 
 def read_all(bootstrap: str, topic: str, partition: int = 0, timeout: float = 30.0) -> list[tuple[int, bytes]]:
