@@ -123,8 +123,11 @@ class BrokerNode:
         self.groups = GroupCoordinator(config, self.clock, self.rng, self.faults,
                                        OffsetStore(self, config["offsets.topic.num.partitions"], self.clock.wall_ms))
         self.server = Server(self)
+        # One connection per purpose, as Kafka keeps a channel per manager: the controller answers a connection's
+        # requests in order, so an ISR change must not queue behind a forwarded CreateTopics that waits for
+        # brokers to apply it, nor a heartbeat behind either.
         self._links = {name: ControllerLink(controller, f"broker-{self.node_id}-{name}")
-                       for name in ("metadata", "heartbeat", "rpc")}
+                       for name in ("metadata", "heartbeat", "alter", "rpc")}
         self._tasks: list[asyncio.Task] = []
         self._link_overrides = self._parse_links(config["replica.link.addresses"])
 
@@ -258,7 +261,7 @@ class BrokerNode:
         req = AlterPartitionRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch, topics=[
             T(topic_id=p.topic_id, partitions=[T.PartitionData(partition_index=p.index, leader_epoch=p.leader_epoch,
                                                                new_isr=new_isr, partition_epoch=p.partition_epoch)])])
-        resp = await self._links["rpc"].request(req, 0, timeout=10.0)
+        resp = await self._links["alter"].request(req, 0, timeout=10.0)
         pd = resp.topics[0].partitions[0]
         if pd.error_code:
             return pd.error_code, None
