@@ -324,10 +324,8 @@ def add_cluster_arguments(sub: argparse._SubParsersAction) -> None:
     k.add_argument("node", type=int, nargs="?", default=None, help="broker id (-1: the controller)")
 
 
-def _serve_control(cluster: Cluster, path: Path, stop: threading.Event) -> None:
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(str(path))
-    srv.listen(4)
+def _serve_control(cluster: Cluster, srv: socket.socket, stop: threading.Event) -> None:
+    """Answer ctl requests on ``srv`` (bound and listening before CONTROL is printed) until ``stop``."""
     srv.settimeout(0.2)
     try:
         while not stop.is_set():
@@ -384,7 +382,10 @@ def run_cluster_cli(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    t = threading.Thread(target=_serve_control, args=(cluster, control, stop), daemon=True)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(control))          # bound before CONTROL is printed: a reader may connect at once
+    srv.listen(4)
+    t = threading.Thread(target=_serve_control, args=(cluster, srv, stop), daemon=True)
     t.start()
     print(f"READY {cluster.bootstrap}", flush=True)
     print(f"CONTROL {control}", flush=True)
