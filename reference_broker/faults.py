@@ -19,7 +19,8 @@ FAULTS: dict[str, str] = {
     "group.no_rebalance_signal": "Heartbeat answers NONE in PreparingRebalance (Kafka: REBALANCE_IN_PROGRESS)",
     "produce.ignore_min_insync": "acks=all ignores min.insync.replicas (Kafka: NOT_ENOUGH_REPLICAS when the ISR is "
                                  "smaller, Partition.appendRecordsToLeader)",
-    "list_offsets.latest_is_leo": "ListOffsets LATEST answers the log end offset instead of the high watermark",
+    "list_offsets.latest_is_leo": "ListOffsets LATEST answers the log end offset instead of the high watermark (seen "
+                                  "while a follower lags) — breaks LIST-OFFSETS-LATEST",
     "list_offsets.earliest_is_zero": "ListOffsets EARLIEST answers 0, ignoring the log start offset DeleteRecords "
                                      "moved — breaks LIST-OFFSETS-EARLIEST",
     "list_offsets.timestamp_exclusive": "ListOffsets by timestamp finds the first record with timestamp > it "
@@ -42,6 +43,34 @@ FAULTS: dict[str, str] = {
                                   "watermark (the pre-KIP-101 rule) — breaks HW-FAILOVER",
     "replication.ignore_diverging_epoch": "followers ignore diverging_epoch and never truncate (Kafka: truncate by "
                                           "leader epoch, KIP-101/KIP-320) — breaks TRUNCATE-BY-EPOCH",
+    # offsets (offsets suite: commit/fetch, ListOffsets, what consumers do with the answers)
+    "offsets.keep_first_commit": "a later OffsetCommit for a partition does not replace the stored offset (Kafka: "
+                                 "the last commit wins) — breaks OFFSETS-COMMIT-ROUNDTRIP, CONSUMER-RESUME-COMMITTED",
+    "offsets.accept_unknown_member": "OffsetCommit from a member id the group does not know (or generation-less to "
+                                     "a non-empty group) is stored (Kafka: UNKNOWN_MEMBER_ID) — breaks "
+                                     "OFFSETS-COMMIT-UNKNOWN-MEMBER",
+    "offsets.uncommitted_as_zero": "OffsetFetch answers offset 0 for a partition the group never committed (Kafka: "
+                                   "-1), so consumers read from 0 instead of applying auto.offset.reset — breaks "
+                                   "RESET-NONE (and RESET-LATEST)",
+    "offsets.metadata_max_exclusive": "OffsetCommit metadata of exactly offset.metadata.max.bytes is "
+                                      "OFFSET_METADATA_TOO_LARGE (Kafka: only longer) — breaks OFFSETS-METADATA-MAX",
+    "offsets.drop_leader_epoch": "OffsetCommit stores leader epoch -1 whatever was committed — breaks "
+                                 "OFFSETS-LEADER-EPOCH",
+    "offsets.fetch_all_empty": "OffsetFetch with topics null answers no partitions (Kafka: every committed one) — "
+                               "breaks OFFSETS-FETCH-ALL",
+    "list_offsets.earliest_is_latest": "ListOffsets EARLIEST answers the high watermark, so auto.offset.reset="
+                                       "earliest skips the log — breaks RESET-EARLIEST (and LIST-OFFSETS-EARLIEST)",
+    "list_offsets.latest_minus_one": "ListOffsets LATEST answers the last record's offset (HW - 1), so auto.offset."
+                                     "reset=latest re-reads it — breaks RESET-LATEST (and LIST-OFFSETS-LATEST)",
+    "list_offsets.timestamp_batch_base": "ListOffsets by timestamp answers the base offset of the batch holding the "
+                                         "record found (Kafka: the record's offset) — breaks LIST-OFFSETS-TIMESTAMP",
+    "list_offsets.max_timestamp_batch_last": "ListOffsets MAX_TIMESTAMP answers the last offset of the batch with "
+                                             "the largest timestamp (KAFKA-16310; Kafka 3.8+: the record's offset) "
+                                             "— breaks LIST-OFFSETS-MAX-TIMESTAMP",
+    "list_offsets.earliest_local_unknown": "ListOffsets EARLIEST_LOCAL (-4) answers offset -1 like an unknown "
+                                           "timestamp (Kafka: the local log start) — breaks LIST-OFFSETS-EARLIEST-LOCAL",
+    "list_offsets.latest_tiered_is_latest": "ListOffsets LATEST_TIERED (-5) answers the HW as if LATEST (Kafka "
+                                            "without remote storage: -1) — breaks LIST-OFFSETS-LATEST-TIERED",
 }
 
 

@@ -1,8 +1,11 @@
-"""ListOffsets (key 2), v1–v7.
+"""ListOffsets (key 2), v1–v9.
 
 Behavior (Kafka ``UnifiedLog.fetchOffsetByTimestamp`` / ``Partition.fetchOffsetForTimestamp``):
 - EARLIEST (-2) is the log start offset; LATEST (-1) is the HW for consumers (the LSO for read_committed, equal
   here) and the LEO for a replica id >= 0; MAX_TIMESTAMP (-3, v7+, KIP-734) is the offset of the largest timestamp.
+- EARLIEST_LOCAL (-4, v8+, KIP-405) is the local log start, which is the log start here (no tiered storage);
+  LATEST_TIERED (-5, v9+, KIP-1005) is the highest offset in remote storage: -1 (timestamp -1, epoch -1) on a
+  log without remote storage, which is every log here. v8 and v9 change nothing else.
 - A timestamp >= 0 gives the earliest offset whose timestamp is >= it, only if that offset is below the readable
   end; otherwise offset -1, timestamp -1. Other negative timestamps find nothing (offset -1).
 - Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION; KIP-320 epoch checks (v4+) as in Fetch.
@@ -16,8 +19,8 @@ from ..log.base import TimestampOffset
 from ..registry import handles
 
 API_KEY = 2
-VERSIONS = (1, 7)
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+VERSIONS = (1, 9)
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
 PartResp = TopicResp.ListOffsetsPartitionResponse
@@ -31,11 +34,11 @@ def epoch_at(p, offset: int) -> int:
     return epoch
 
 
-def _exact_max_timestamp(p):
+def _exact_max_timestamp(p, faults):
     """KIP-734 (Kafka 3.8+): the offset of the record with the largest timestamp, not its batch's last offset."""
     found = p.log.max_timestamp()
-    if found is None:
-        return None
+    if found is None or faults.on("list_offsets.max_timestamp_batch_last"):
+        return found
     res = p.log.read(found.offset, 1, found.offset + 1, True)
     records = MemoryRecords(res.data)
     best = None
@@ -46,23 +49,41 @@ def _exact_max_timestamp(p):
     return best or found
 
 
-def lookup(p, ts: int, replica_id: int, isolation_level: int) -> tuple[int, int, int]:
+def _batch_base(p, offset: int) -> int:
+    """Base offset of the batch holding ``offset`` (only for the list_offsets.timestamp_batch_base switch)."""
+    records = MemoryRecords(p.log.read(offset, 1, offset + 1, True).data)
+    b = records.next_batch()
+    return b.base_offset if b is not None else offset
+
+
+def lookup(p, ts: int, replica_id: int, isolation_level: int, faults) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for one partition."""
     end = p.log.log_end_offset if replica_id >= 0 or p.fault_latest_is_leo else p.hw
-    if ts == EARLIEST:
+    if ts == EARLIEST and faults.on("list_offsets.earliest_is_latest"):
+        ts = LATEST
+    if ts in (EARLIEST, EARLIEST_LOCAL) and not (ts == EARLIEST_LOCAL and faults.on(
+            "list_offsets.earliest_local_unknown")):
         off = p.log.log_start_offset
         return off, -1, epoch_at(p, off)
+    if ts == LATEST_TIERED and faults.on("list_offsets.latest_tiered_is_latest"):
+        ts = LATEST
     if ts == LATEST:
+        if faults.on("list_offsets.latest_minus_one") and end > p.log.log_start_offset:
+            end -= 1
         return end, -1, p.leader_epoch
+    if ts == LATEST_TIERED:
+        return -1, -1, -1
     if ts == MAX_TIMESTAMP:
-        found = _exact_max_timestamp(p)
+        found = _exact_max_timestamp(p, faults)
     elif ts >= 0:
         found = p.log.offset_for_timestamp(ts)
     else:
         found = None
     if found is None or found.offset >= end:
         return -1, -1, -1
-    return found.offset, found.timestamp, epoch_at(p, found.offset)
+    off = _batch_base(p, found.offset) if ts >= 0 and faults.on("list_offsets.timestamp_batch_base") else \
+        found.offset
+    return off, found.timestamp, epoch_at(p, off)
 
 
 @handles(ListOffsetsRequest, ListOffsetsResponse, VERSIONS)
@@ -79,7 +100,7 @@ async def handle(ctx, req):
                 continue
             ts = rp.timestamp + 1 if rp.timestamp >= 0 and b.faults.on("list_offsets.timestamp_exclusive") else \
                 rp.timestamp
-            off, ts, epoch = lookup(p, ts, req.replica_id, req.isolation_level)
+            off, ts, epoch = lookup(p, ts, req.replica_id, req.isolation_level, b.faults)
             if rp.timestamp == EARLIEST and b.faults.on("list_offsets.earliest_is_zero"):
                 off = 0
             parts.append(PartResp(partition_index=rp.partition_index, error_code=0, timestamp=ts, offset=off,

@@ -6,8 +6,10 @@ Behavior (OffsetMetadataManager.validateOffsetCommit, ClassicGroup.validateOffse
 - Generation -1 on an Empty group is accepted (manual assignment). Otherwise UNKNOWN_MEMBER_ID /
   FENCED_INSTANCE_ID / ILLEGAL_GENERATION as validateMember decides; REBALANCE_IN_PROGRESS in
   CompletingRebalance; commits are allowed in PreparingRebalance.
-- Per partition: UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist; OFFSET_METADATA_TOO_LARGE above
-  4096 bytes of metadata. Accepted offsets are written durably to __consumer_offsets and answered once that
+- Per partition: UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist; OFFSET_METADATA_TOO_LARGE when the
+  metadata is longer than offset.metadata.max.bytes (4096), counted as Java's String.length() counts: UTF-16
+  code units, not bytes (OffsetMetadataManager.isMetadataInvalid). Null metadata is stored as "" (Kafka's
+  OffsetAndMetadata.NO_METADATA); the offset itself is not validated (-1 is stored like any other). Accepted offsets are written durably to __consumer_offsets and answered once that
   partition's HW passed them (replicated to its ISR); a failed replication answers COORDINATOR_NOT_AVAILABLE or
   NOT_COORDINATOR (GroupMetadataManager.appendForGroup). NOT_COORDINATOR when this broker does not lead the
   group's offsets partition.
@@ -37,6 +39,19 @@ TopicResp = OffsetCommitResponse.OffsetCommitResponseTopic
 PartResp = TopicResp.OffsetCommitResponsePartition
 
 
+def metadata_length(metadata: str) -> int:
+    """Java's String.length(): UTF-16 code units (a character outside the BMP counts two)."""
+    return len(metadata.encode("utf-16-le")) // 2
+
+
+def metadata_too_large(metadata: str | None, faults) -> bool:
+    """OffsetMetadataManager.isMetadataInvalid: longer than offset.metadata.max.bytes (the switch: not shorter)."""
+    if metadata is None:
+        return False
+    n = metadata_length(metadata)
+    return n >= MAX_METADATA if faults.on("offsets.metadata_max_exclusive") else n > MAX_METADATA
+
+
 @handles(OffsetCommitRequest, OffsetCommitResponse, VERSIONS)
 async def handle(ctx, req):
     b = ctx.broker
@@ -46,6 +61,8 @@ async def handle(ctx, req):
     if not err:
         err, g = b.groups.validate_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
                                           req.group_instance_id if v >= 7 else None, v)
+        if err == E.UnknownMemberIdError.errno and g is not None and b.faults.on("offsets.accept_unknown_member"):
+            err = 0
     now = b.clock.wall_ms()
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
     topics = []
@@ -56,13 +73,16 @@ async def handle(ctx, req):
             if not code:
                 if b.image.partition(t.name, p.partition_index) is None:
                     code = E.UnknownTopicOrPartitionError.errno
-                elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > MAX_METADATA:
+                elif metadata_too_large(p.committed_metadata, b.faults):
                     code = E.OffsetMetadataTooLargeError.errno
                 else:
+                    epoch = p.committed_leader_epoch if v >= 6 and not b.faults.on("offsets.drop_leader_epoch") else -1
                     accepted[(t.name, p.partition_index)] = OffsetAndMetadata(
-                        p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata, now)
+                        p.committed_offset, epoch, p.committed_metadata or "", now)
             parts.append(PartResp(partition_index=p.partition_index, error_code=code))
         topics.append(TopicResp(name=t.name, partitions=parts))
+    if g is not None and b.faults.on("offsets.keep_first_commit"):
+        accepted = {tp: o for tp, o in accepted.items() if tp not in g.offsets}
     if g is not None and accepted:
         # Kafka appends the commit to the offsets partition with acks=all and answers once it is replicated.
         index, end = b.groups.commit(g, accepted)

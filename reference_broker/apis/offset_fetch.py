@@ -1,7 +1,8 @@
 """OffsetFetch (key 9), v1–v8.
 
-Behavior: committed offset, leader epoch (v5+) and metadata per partition; -1 / null when nothing is committed
-(also for unknown groups, as Kafka answers). Topics null (v2+) means every partition the group has offsets for.
+Behavior: committed offset, leader epoch (v5+) and metadata per partition; offset -1, epoch -1, metadata "" when
+nothing is committed — also for unknown groups, topics and partitions, with no error (OffsetMetadataManager.
+fetchOffsets: INVALID_OFFSET, NO_METADATA). Topics null (v2+) means every partition the group has offsets for.
 v8 batches groups (KIP-709). require_stable (v7+) never waits: there are no pending transactional offsets.
 """
 from __future__ import annotations
@@ -17,17 +18,20 @@ VERSIONS = (1, 8)
 def _lookup(b, group_id: str, topics):
     """[(topic, [(partition, offset, epoch, metadata)])] for the requested (or all committed) partitions."""
     offsets = b.groups.fetch_offsets(group_id)
+    unknown = (0 if b.faults.on("offsets.uncommitted_as_zero") else -1, -1, "")  # (offset, epoch, metadata)
     if topics is None:
+        if b.faults.on("offsets.fetch_all_empty"):
+            return []
         out: dict[str, list] = {}
         for (t, p), o in sorted(offsets.items()):
-            out.setdefault(t, []).append((p, o.offset, o.leader_epoch, o.metadata))
+            out.setdefault(t, []).append((p, o.offset, o.leader_epoch, o.metadata or ""))
         return list(out.items())
     result = []
     for t in topics:
         parts = []
         for p in t.partition_indexes:
             o = offsets.get((t.name, p))
-            parts.append((p, o.offset, o.leader_epoch, o.metadata) if o else (p, -1, -1, None))
+            parts.append((p, o.offset, o.leader_epoch, o.metadata or "") if o else (p, *unknown))
         result.append((t.name, parts))
     return result
 

@@ -181,8 +181,9 @@ async def test_commits_without_group_management(broker):
     assert await commit(c, "ghost", 3, "m", {("t", 0): (1, None)}, version=8) == \
         {("t", 0): E.IllegalGenerationError.errno}
     assert await commit(c, "ghost", 3, "m", {("t", 0): (1, None)}, version=9) == {("t", 0): GROUP_ID_NOT_FOUND}
-    assert await fetch_offsets(c, "simple", None) == {("t", 0): (10, "x", 0), ("t", 1): (20, None, 0)}
-    assert await fetch_offsets(c, "ghost", [("t", 0)]) == {("t", 0): (-1, None, 0)}
+    # null metadata is stored as "" (OffsetAndMetadata.NO_METADATA); nothing committed answers -1 and ""
+    assert await fetch_offsets(c, "simple", None) == {("t", 0): (10, "x", 0), ("t", 1): (20, "", 0)}
+    assert await fetch_offsets(c, "ghost", [("t", 0)]) == {("t", 0): (-1, "", 0)}
     await c.close()
 
 
@@ -203,11 +204,11 @@ async def test_delete_groups_and_offsets(broker):
     od = await c.request(OffsetDeleteRequest[0](group_id="g", topics=[
         T(name="t", partitions=[T.OffsetDeleteRequestPartition(partition_index=0)])]))
     assert od.body.topics[0].partitions[0].error_code == 0
-    assert await fetch_offsets(c, "g", [("t", 0)]) == {("t", 0): (-1, None, 0)}
+    assert await fetch_offsets(c, "g", [("t", 0)]) == {("t", 0): (-1, "", 0)}
     await commit(c, "g", -1, "", {("t", 0): (4, None)})
     r = await c.request(DeleteGroupsRequest[2](groups_names=["g"]))
     assert r.body.results[0].error_code == 0
-    assert await fetch_offsets(c, "g", [("t", 0)]) == {("t", 0): (-1, None, 0)}
+    assert await fetch_offsets(c, "g", [("t", 0)]) == {("t", 0): (-1, "", 0)}
     assert (await describe(c, "g")).group_state == "Dead"
     await c.close()
 
@@ -223,7 +224,7 @@ async def test_offsets_survive_broker_restart(durable_broker):
     await c.close()
     durable_broker.restart()
     c = await connect(durable_broker)
-    assert await fetch_offsets(c, "g", None) == {("t", 0): (8, "meta-1", 0), ("t", 2): (9, None, 0)}
+    assert await fetch_offsets(c, "g", None) == {("t", 0): (8, "meta-1", 0), ("t", 2): (9, "", 0)}
     assert await fetch_offsets(c, "deleted", None) == {}
     j2 = await join_new(c, "g")
     assert j2.generation_id > j.generation_id, "generations continue after a restart"
