@@ -46,6 +46,13 @@ class RecordedConsumer:
             self._assign(topic, partitions)
             op.ok({"partitions": [key_of(topic, p) for p in partitions]})
 
+    def assign_at(self, topic: str, partition: int, offset: int) -> None:
+        """Assign one partition and seek it to ``offset`` before the first poll (a fresh consumer, so the history's
+        per-process poll order stays monotonic)."""
+        with self._op("assign", {"partitions": [key_of(topic, partition)], "offset": offset}) as op:
+            self._assign_at(topic, partition, offset)
+            op.ok({"partitions": [key_of(topic, partition)], "offset": offset})
+
     def poll_records(self, want: int, timeout_s: float) -> list[tuple[str, int, int, Any]]:
         """Poll until ``want`` records arrived or ``timeout_s`` passed; raises NoOffsetError for reset=none."""
         out: list[tuple[str, int, int, Any]] = []
@@ -73,6 +80,9 @@ class RecordedConsumer:
 
     # subclass hooks
     def _assign(self, topic: str, partitions: list[int]) -> None:
+        raise NotImplementedError
+
+    def _assign_at(self, topic: str, partition: int, offset: int) -> None:
         raise NotImplementedError
 
     def _poll(self, timeout_s: float) -> list[tuple[str, int, int, bytes | None]]:
@@ -113,6 +123,11 @@ class ConfluentConsumer(RecordedConsumer):
         from confluent_kafka import TopicPartition
 
         self._c.assign([TopicPartition(topic, p) for p in partitions])
+
+    def _assign_at(self, topic: str, partition: int, offset: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        self._c.assign([TopicPartition(topic, partition, offset)])  # librdkafka's seek before fetching starts
 
     def _poll(self, timeout_s: float) -> list[tuple[str, int, int, bytes | None]]:
         from confluent_kafka import KafkaError
@@ -163,6 +178,13 @@ class KafkaPythonConsumer(RecordedConsumer):
         from kafka import TopicPartition
 
         self._c.assign([TopicPartition(topic, p) for p in partitions])
+
+    def _assign_at(self, topic: str, partition: int, offset: int) -> None:
+        from kafka import TopicPartition
+
+        tp = TopicPartition(topic, partition)
+        self._c.assign([tp])
+        self._c.seek(tp, offset)
 
     def _poll(self, timeout_s: float) -> list[tuple[str, int, int, bytes | None]]:
         import kafka.errors as Errors

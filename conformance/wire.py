@@ -90,6 +90,20 @@ def record_batch(payloads: Sequence[bytes | None], *, key: bytes | None = None,
     return bytes(b.build())
 
 
+def keyed_batch(payloads: Sequence[bytes | None], *, keys: Sequence[bytes | None] | None = None,
+                headers: Sequence[list[tuple[str, bytes]]] | None = None, timestamps: Sequence[int] | None = None,
+                compression_type: int = 0, timestamp_ms: int = 1_700_000_000_000) -> bytes:
+    """One record batch v2 with keys, headers and per-record timestamps (default base+i), optionally compressed
+    (kafka.record codec ids: 1 gzip, 2 snappy, 3 lz4, 4 zstd) — realistic data for consumers and time lookups."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression_type, is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i, v in enumerate(payloads):
+        b.append(i, timestamp=timestamps[i] if timestamps is not None else timestamp_ms + i,
+                 key=keys[i] if keys is not None else None, value=v,
+                 headers=headers[i] if headers is not None else [])
+    return bytes(b.build())
+
+
 @dataclass(frozen=True)
 class Batch:
     """A record batch as it came back: offsets, size on the wire, and its records' (offset, payload)."""
@@ -245,6 +259,12 @@ class Wire:
     def serves(self, api: str) -> bool:
         return api in self.versions
 
+    def broker_max_version(self, api: str) -> int | None:
+        """The highest version of ``api`` the broker advertises (ApiVersions), or None: for checks about a feature
+        that only a newer version than the pinned one defines (e.g. ListOffsets v8 EARLIEST_LOCAL)."""
+        rng = self.conn.broker_versions.get(API_KEYS[api])
+        return rng[1] if rng is not None else None
+
     def submit(self, api: str, request: Any, *, timeout_s: float | None = None, label: str | None = None,
                summary: Any = None, version: int | None = None) -> Awaitable[Response]:
         """Send now (pipelining), await later; the exchange is added to the evidence when it completes.
@@ -395,6 +415,34 @@ class Wire:
         return ProduceResult(pr.error_code, pr.base_offset, r.rtt_ns / 1e6, values,  # type: ignore[arg-type]
                              len(batch), getattr(pr, "log_start_offset", -1))
 
+    async def produce_records(self, topic: str, partition: int = 0, *, count: int = 1, size: int = 10,
+                              keyed: bool = True, compression_type: int = 0, timestamps: Sequence[int] | None = None,
+                              timestamp_ms: int = 1_700_000_000_000, acks: int = -1) -> ProduceResult:
+        """Append ONE batch of ``count`` unique values with keys and headers (``keyed``), optionally compressed and
+        with explicit per-record timestamps: the data real consumers see. A non-zero error is a divergence."""
+        values = [self.new_value() for _ in range(count)]
+        payloads = [encode_value(v, size) for v in values]
+        keys = [f"key-{v}".encode() for v in values] if keyed else None
+        headers = [[("kct-value", str(v).encode()), ("kct-empty", b"")] for v in values] if keyed else None
+        batch = keyed_batch(payloads, keys=keys, headers=headers, timestamps=timestamps,
+                            compression_type=compression_type, timestamp_ms=timestamp_ms)
+        recs = [{"topic": topic, "partition": partition, "key": None if keys is None else keys[i].decode(),
+                 "value": v} for i, v in enumerate(values)]
+        summary = {"topic": topic, "partition": partition, "acks": acks, "records": count, "batch_bytes": len(batch),
+                   "compression_type": compression_type, "keyed": keyed}
+        with self.op("send", {"records": recs}) as op:
+            r = await self.request("Produce", self.produce_request(topic, partition, batch, acks), summary=summary)
+            pr = r.body.responses[0].partition_responses[0]
+            if pr.error_code == 0:
+                op.ok({"records": [dict(x, offset=pr.base_offset + i) for i, x in enumerate(recs)]})
+            else:
+                op.fail({"records": recs, "error_code": pr.error_code})
+        if pr.error_code:
+            raise TargetDiverged(f"Produce of a {count}-record batch (compression {compression_type}) to "
+                                 f"{topic}/{partition} failed with error {pr.error_code}")
+        return ProduceResult(pr.error_code, pr.base_offset, r.rtt_ns / 1e6, values, len(batch),  # type: ignore[arg-type]
+                             getattr(pr, "log_start_offset", -1))
+
     # -- fetch -----------------------------------------------------------------------------------------------
     def fetch_request(self, parts: Sequence[tuple[str, int, int]], *, max_wait_ms: int, min_bytes: int,
                       max_bytes: int = 50 << 20, partition_max_bytes: int | Sequence[int] = 1 << 20,
@@ -481,6 +529,20 @@ class Wire:
             (op.ok if p.error_code == 0 else op.fail)(dict(v, offset=p.offset, error_code=p.error_code))
         return p.error_code, p.offset, p.timestamp
 
+    async def list_offsets_full(self, topic: str, partition: int = 0, timestamp: int = LATEST, *,
+                                isolation_level: int = 0, version: int | None = None) -> tuple[int, int, int, int]:
+        """ListOffsets (negotiated version, or ``version``: v8 for EARLIEST_LOCAL, v9 for LATEST_TIERED) for one
+        partition → (error_code, offset, timestamp, leader_epoch)."""
+        T = ListOffsetsRequest.ListOffsetsTopic
+        req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[T(name=topic, partitions=[
+            T.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
+        v = {"topic": topic, "partition": partition, "timestamp": timestamp}
+        with self.op("list_offsets", v) as op:
+            r = await self.request("ListOffsets", req, version=version)
+            p = r.body.topics[0].partitions[0]
+            (op.ok if p.error_code == 0 else op.fail)(dict(v, offset=p.offset, error_code=p.error_code))
+        return p.error_code, p.offset, p.timestamp, getattr(p, "leader_epoch", -1)
+
     async def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
         """DeleteRecords v2 → (error_code, low_watermark)."""
         T = DeleteRecordsRequest.DeleteRecordsTopic
@@ -495,14 +557,16 @@ class Wire:
         return p.error_code, p.low_watermark
 
     async def offset_commit(self, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]], *,
-                            generation: int = -1, member_id: str = "",
-                            instance_id: str | None = None) -> dict[tuple[str, int], int]:
-        """OffsetCommit v8 → {(topic, partition): error_code}. ``offsets`` maps tp → (offset, metadata)."""
+                            generation: int = -1, member_id: str = "", instance_id: str | None = None,
+                            leader_epochs: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], int]:
+        """OffsetCommit v8 → {(topic, partition): error_code}. ``offsets`` maps tp → (offset, metadata);
+        ``leader_epochs`` tp → committed leader epoch (default -1)."""
         T = OffsetCommitRequest.OffsetCommitRequestTopic
         by_topic: dict[str, list] = {}
         for (t, p), (o, meta) in offsets.items():
             by_topic.setdefault(t, []).append(T.OffsetCommitRequestPartition(
-                partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata=meta))
+                partition_index=p, committed_offset=o, committed_leader_epoch=(leader_epochs or {}).get((t, p), -1),
+                committed_metadata=meta))
         req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
                                   group_instance_id=instance_id,
                                   topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
@@ -535,6 +599,32 @@ class Wire:
         if r.body.error_code:
             return {tp: (-1, None, r.body.error_code) for tp in partitions}
         return out
+
+    async def offset_fetch_full(self, group: str, partitions: Sequence[tuple[str, int]] | None
+                                ) -> tuple[int, dict[tuple[str, int], tuple[int, int, str | None, int]]]:
+        """OffsetFetch v7 with every field → (top-level error, {(topic, partition): (offset, leader_epoch, metadata,
+        error_code)}); ``partitions`` None asks for every partition the group has committed (topics null, v2+)."""
+        T = OffsetFetchRequest.OffsetFetchRequestTopic
+        topics = None
+        if partitions is not None:
+            by: dict[str, list[int]] = {}
+            for t, p in partitions:
+                by.setdefault(t, []).append(p)
+            topics = [T(name=t, partition_indexes=ps) for t, ps in by.items()]
+        req = OffsetFetchRequest(group_id=group, topics=topics, require_stable=False)
+        # "fetch_all_offsets" is its own history f: the committed-offsets model pairs fetches with the partitions
+        # they asked for, and this one asks for none by name.
+        f, asked = ("fetch_all_offsets", {"group": group}) if partitions is None else (
+            "fetch_offsets", {"group": group, "partitions": [key_of(t, p) for t, p in partitions]})
+        with self.op(f, asked) as op:
+            r = await self.request("OffsetFetch", req)
+            out = {(t.name, p.partition_index): (p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                                 p.metadata, p.error_code) for t in r.body.topics for p in t.partitions}
+            if r.body.error_code:
+                op.fail({"group": group, "error_code": r.body.error_code})
+            else:
+                op.ok({"group": group, "offsets": {key_of(*k): (v[0] if v[0] >= 0 else None) for k, v in out.items()}})
+        return r.body.error_code, out
 
     # -- groups ----------------------------------------------------------------------------------------------
     async def join_group(self, group: str, member_id: str = "", *, instance_id: str | None = None,
