@@ -17,7 +17,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "fetch.ignore_max_wait": ("FETCH-MAXWAIT-IDLE",),
     "fetch.zero_wait_parks": ("FETCH-MAXWAIT-ZERO",),
     "fetch.oor_as_empty": ("FETCH-OOR-ABOVE-LEO",),
-    "list_offsets.earliest_is_zero": ("LIST-OFFSETS-EARLIEST",),
+    "list_offsets.earliest_is_zero": ("LIST-OFFSETS-EARLIEST", "RESET-AFTER-DELETE"),
     "list_offsets.timestamp_exclusive": ("LIST-OFFSETS-TIMESTAMP",),
     "offsets.accept_stale_generation": ("OFFSETS-COMMIT-GENERATION",),
     "offsets.forget_on_restart": ("OFFSETS-DURABLE",),
@@ -30,6 +30,20 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "produce.acks_all_ok_after_shrink": ("ACKS-ALL-AFTER-APPEND",),
     "replication.truncate_to_hw": ("HW-FAILOVER",),
     "replication.ignore_diverging_epoch": ("TRUNCATE-BY-EPOCH",),
+    # offsets
+    "offsets.keep_first_commit": ("OFFSETS-COMMIT-ROUNDTRIP", "CONSUMER-RESUME-COMMITTED"),
+    "offsets.accept_unknown_member": ("OFFSETS-COMMIT-UNKNOWN-MEMBER",),
+    "offsets.uncommitted_as_zero": ("RESET-NONE",),
+    "offsets.metadata_max_exclusive": ("OFFSETS-METADATA-MAX",),
+    "offsets.drop_leader_epoch": ("OFFSETS-LEADER-EPOCH",),
+    "offsets.fetch_all_empty": ("OFFSETS-FETCH-ALL",),
+    "list_offsets.latest_is_leo": ("LIST-OFFSETS-LATEST",),
+    "list_offsets.earliest_is_latest": ("RESET-EARLIEST",),
+    "list_offsets.latest_minus_one": ("RESET-LATEST",),
+    "list_offsets.timestamp_batch_base": ("LIST-OFFSETS-TIMESTAMP",),
+    "list_offsets.max_timestamp_batch_last": ("LIST-OFFSETS-MAX-TIMESTAMP",),
+    "list_offsets.earliest_local_unknown": ("LIST-OFFSETS-EARLIEST-LOCAL",),
+    "list_offsets.latest_tiered_is_latest": ("LIST-OFFSETS-LATEST-TIERED",),
 }
 
 
