@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka.errors import KafkaProtocolError
 from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteRecordsRequest,
@@ -617,7 +618,11 @@ class Wire:
         f, asked = ("fetch_all_offsets", {"group": group}) if partitions is None else (
             "fetch_offsets", {"group": group, "partitions": [key_of(t, p) for t, p in partitions]})
         with self.op(f, asked) as op:
-            r = await self.request("OffsetFetch", req)
+            try:
+                r = await self.request("OffsetFetch", req)
+            except KafkaProtocolError as exc:  # an answer that does not decode is the target breaking the protocol
+                raise TargetDiverged(f"the OffsetFetch answer (topics {'null' if topics is None else 'named'}) "
+                                     f"could not be decoded: {exc}") from exc
             out = {(t.name, p.partition_index): (p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                                                  p.metadata, p.error_code) for t in r.body.topics for p in t.partitions}
             if r.body.error_code:

@@ -134,10 +134,13 @@ async def test_commit_fetch_value_boundaries(wire, bootstrap, evidence):
 
 
 @pytest.mark.rule("OFFSETS-METADATA-MAX")
-async def test_commit_metadata_size_limit(wire, evidence):
+async def test_commit_metadata_size_limit(wire, bootstrap, evidence):
     topic = await wire.create_topic(partitions=4)
     md = await wire.metadata([topic], record=False)
-    configs = await wire.broker_configs(min(md["_brokers"]), ["offset.metadata.max.bytes"]) or {}
+    configs: dict[str, str] = {}
+    with contextlib.suppress(TargetDiverged):  # on its own connection: a target may close it on DescribeConfigs
+        async with await Wire.connect(bootstrap, evidence=evidence) as probe:
+            configs = await probe.broker_configs(min(md["_brokers"]), ["offset.metadata.max.bytes"]) or {}
     limit = int(configs.get("offset.metadata.max.bytes", 4096))
     evidence.note("offset.metadata.max.bytes", {"value": limit, "from": "DescribeConfigs" if configs else "default"})
     group = unique_name("g")
