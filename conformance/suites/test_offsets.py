@@ -23,6 +23,7 @@ from conformance.wire import EARLIEST, LATEST, TargetDiverged, Wire, unique_name
 SUITE = "offsets"
 ILLEGAL_GENERATION = 22
 UNKNOWN_MEMBER_ID = 25
+REBALANCE_IN_PROGRESS = 27
 OFFSET_METADATA_TOO_LARGE = 12
 MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -3, -4, -5
 GZIP = 1
@@ -36,7 +37,8 @@ rule("OFFSETS-COMMIT-GENERATION", "A member's commit with a generation other tha
      "ILLEGAL_GENERATION and is not stored", "ClassicGroup.validateOffsetCommit (generationId != this.generationId)",
      SUITE)
 rule("OFFSETS-COMMIT-UNKNOWN-MEMBER", "A commit from a member id the group does not know (or a generation-less "
-     "commit to a non-empty group) is UNKNOWN_MEMBER_ID and is not stored",
+     "commit to a non-empty group) is UNKNOWN_MEMBER_ID and is not stored; once the group is Empty a "
+     "generation-less commit is accepted",
      "ClassicGroup.validateOffsetCommit / validateMember (UNKNOWN_MEMBER_ID)", SUITE)
 rule("OFFSETS-DURABLE", "Committed offsets survive a broker restart (read back from the offsets log)",
      "GroupMetadataManager.loadGroupsAndOffsets (__consumer_offsets replay)", SUITE)
@@ -263,6 +265,14 @@ async def test_commit_from_unknown_member_is_rejected(wire, evidence):
         assert got[(topic, 0)][0] == 4, f"a rejected commit must not be stored: offset is {got[(topic, 0)][0]}"
     finally:
         await co.leave_group(group, [(member, None)])
+    # The last member left: once the group is Empty it takes a standalone commit (generation -1, no member id).
+    for _ in range(25):
+        empty = await co.offset_commit(group, {(topic, 0): (70, "standalone")})
+        if empty not in ({(topic, 0): UNKNOWN_MEMBER_ID}, {(topic, 0): REBALANCE_IN_PROGRESS}):
+            break
+        await asyncio.sleep(0.2)
+    assert empty == {(topic, 0): 0}, (f"a generation-less commit after the last member left answered {empty}, "
+                                      f"expected NONE (an Empty group takes standalone commits)")
 
 
 @pytest.mark.rule("OFFSETS-DURABLE")
