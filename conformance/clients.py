@@ -37,6 +37,8 @@ class RecordedConsumer:
         self.evidence = evidence
         self.process = history.process() if history is not None else 0
         self.errors: list[str] = []
+        # (topic, partition, offset) -> (key, headers) of every record polled: checks over keyed data compare them
+        self.keys: dict[tuple[str, int, int], tuple[bytes | None, list[tuple[str, bytes]]]] = {}
 
     def _op(self, f: str, value: Any) -> Op:
         return Op(self.history, self.process, f, value)
@@ -143,6 +145,7 @@ class ConfluentConsumer(RecordedConsumer):
                 return []
             self.errors.append(str(err))
             return []
+        self.keys[(m.topic(), m.partition(), m.offset())] = (m.key(), list(m.headers() or []))
         return [(m.topic(), m.partition(), m.offset(), m.value())]
 
     def _commit(self, topic: str, partition: int, offset: int) -> None:
@@ -193,6 +196,9 @@ class KafkaPythonConsumer(RecordedConsumer):
             got = self._c.poll(timeout_ms=int(timeout_s * 1000))
         except (Errors.NoOffsetForPartitionError, Errors.OffsetOutOfRangeError) as exc:
             raise NoOffsetError(f"kafka-python: {exc!r}") from exc
+        for recs in got.values():
+            for r in recs:
+                self.keys[(r.topic, r.partition, r.offset)] = (r.key, list(r.headers or []))
         return [(r.topic, r.partition, r.offset, r.value) for recs in got.values() for r in recs]
 
     def _commit(self, topic: str, partition: int, offset: int) -> None:

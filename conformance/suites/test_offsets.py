@@ -578,10 +578,15 @@ async def test_consumer_resumes_inside_compressed_batch(client, wire, bootstrap,
             resumed = await asyncio.to_thread(c.poll_records, 11, CLIENT_TIMEOUT_S)
         except NoOffsetError as exc:
             raise AssertionError(f"{client} found no committed offset for {group} after two commits: {exc}") from exc
+        keys = [c.keys.get((topic, 0, o)) for _t, _p, o, _v in resumed]
     got = [(o, v) for _t, _p, o, v in resumed]
     want = [(o, values[o]) for o in range(14, 25)]
     assert got == want, f"{client} resumed from the last commit (14, inside the gzip batch 10-19): read " \
                         f"{[o for o, _ in got]}, expected 14-24 with their values"
+    want_keys = [(f"key-{values[o]}".encode(), [("kct-value", str(values[o]).encode()), ("kct-empty", b"")])
+                 for o in range(14, 25)]
+    assert keys == want_keys, f"{client} read the records' keys and headers as {keys[:2]}..., produced " \
+                              f"{want_keys[:2]}..."
     with consumer(client, bootstrap, unique_name("g"), "none", history, evidence) as s:
         s.assign_at(topic, 0, 12)
         seeked = await asyncio.to_thread(_read_expecting, s, list(range(12, 17)), CLIENT_TIMEOUT_S)
