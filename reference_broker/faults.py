@@ -34,7 +34,12 @@ FAULTS: dict[str, str] = {
     "isr.never_shrink": "a lagging follower is never removed from the ISR — breaks ISR-SHRINK-LAG",
     "isr.shrink_early": "followers leave the ISR after a quarter of replica.lag.time.max.ms — breaks ISR-SHRINK-LAG",
     "isr.never_expand": "a follower that caught up is never added back to the ISR — breaks ISR-EXPAND",
-    "isr.hw_ignores_min_isr": "the HW advances while the ISR is below min.insync.replicas (before KAFKA-15583)",
+    "isr.hw_ignores_min_isr": "the HW advances while the ISR is below min.insync.replicas (before KAFKA-15583) — "
+                              "breaks HW-HOLD-BELOW-MIN-ISR",
+    "fetch.hw_off_by_one": "Fetch reports high_watermark - 1 (the last committed offset instead of the next one) — "
+                           "breaks HW-CONSISTENT-VIEWS",
+    "fetch.hw_is_read_end": "Fetch reports as high_watermark the end of the batches it returned, so the HW seen "
+                            "depends on the fetch offset and max bytes and can go back — breaks HW-MONOTONIC",
     "produce.acks_all_ok_after_shrink": "an acks=all produce whose ISR shrank below min.insync.replicas after the "
                                         "append answers NONE (Kafka: NOT_ENOUGH_REPLICAS_AFTER_APPEND or a "
                                         "timeout) — breaks ACKS-ALL-AFTER-APPEND",
