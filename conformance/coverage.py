@@ -30,6 +30,14 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "produce.acks_all_ok_after_shrink": ("ACKS-ALL-AFTER-APPEND",),
     "replication.truncate_to_hw": ("HW-FAILOVER",),
     "replication.ignore_diverging_epoch": ("TRUNCATE-BY-EPOCH",),
+    # clients (conformance/suites/test_clients.py)
+    "fetch.drop_headers": ("FETCH-RECORDS-AS-PRODUCED",),
+    "fetch.swap_producer_batches": ("FETCH-RECORDS-AS-PRODUCED",),
+    "fetch.compressed_base_is_last": ("FETCH-RECORDS-AS-PRODUCED", "FETCH-MID-BATCH"),
+    "fetch.mid_batch_next_batch": ("FETCH-MID-BATCH", "RESET-BATCHED"),
+    "produce.ignore_max_message_bytes": ("PRODUCE-MAX-MESSAGE-BYTES",),
+    "list_offsets.latest_is_last_batch_base": ("RESET-BATCHED",),
+    "offsets.uncommitted_is_zero": ("RESET-BATCHED", "RESET-NONE", "RESET-LATEST", "OFFSETS-COMMIT-ROUNDTRIP"),
 }
 
 
