@@ -276,6 +276,17 @@ async def max_message_bytes(wire_factory: Any, topic: str, evidence: Any) -> int
                 if cfg.name == "max.message.bytes" and cfg.value:
                     evidence.note("max.message.bytes (DescribeConfigs)", cfg.value)
                     return int(cfg.value)
+    async with await wire_factory() as wire:      # the topic's default: the broker's message.max.bytes
+        try:
+            md = await wire.metadata([topic], record=False)
+            leader = md[topic]["partitions"][0]["leader"]
+            found = await wire.broker_configs(leader, ["message.max.bytes"])
+        except (TargetDiverged, KeyError) as exc:
+            evidence.note("DescribeConfigs (broker)", f"not answered: {exc}")
+            found = None
+        if found and found.get("message.max.bytes"):
+            evidence.note("message.max.bytes (DescribeConfigs, broker)", found["message.max.bytes"])
+            return int(found["message.max.bytes"])
     evidence.note("max.message.bytes (Kafka default: DescribeConfigs not answered)", KAFKA_DEFAULT_MAX_MESSAGE_BYTES)
     return KAFKA_DEFAULT_MAX_MESSAGE_BYTES
 
@@ -313,6 +324,40 @@ async def test_batch_at_max_message_bytes_accepted_one_more_refused(wire, wire_f
         f"only the batch at the limit may be written: HW {part.high_watermark}, offsets {part.offsets}")
     value = part.offsets_and_values[0][1]
     assert value is not None and len(value) == len(payload_for_batch(at.values[0], limit)), "the record came back cut"
+
+
+CLIENT_SIZE_LIMITS = {"confluent-kafka": "message.max.bytes", "kafka-python": "max_request_size"}
+
+
+@pytest.mark.rule("PRODUCE-MAX-MESSAGE-BYTES")
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_records_near_max_message_bytes_through_clients(client, wire, wire_factory, bootstrap, history,
+                                                              evidence):
+    """A record just below the limit goes through and reads back whole; one just above comes back from the broker
+    as MESSAGE_TOO_LARGE (the client's own size check is raised out of the way, so the broker has to refuse)."""
+    topic = await wire.create_topic()
+    limit = await max_message_bytes(wire_factory, topic, evidence)
+    below, above = wire.new_value(), wire.new_value()
+    small = Rec(topic, 0, -1, _id(below), _id(below, b"b" * (limit - 4096)), (), BASE_TS)
+    big = Rec(topic, 0, -1, _id(above), _id(above, b"B" * (limit + 64)), (), BASE_TS)
+
+    def run() -> tuple[Any, Any]:
+        with producer(client, bootstrap, history, evidence, linger_ms=0,
+                      **{CLIENT_SIZE_LIMITS[client]: 4 * limit}) as p:
+            return p.send_all([small], timeout_s=20), p.send_all([big], timeout_s=20)
+
+    ok, refused = await asyncio.to_thread(run)
+    evidence.note("client said", {"below": [r.offset for r in ok.sent] or [e for _r, e in ok.errors],
+                                  "above": [r.offset for r in refused.sent] or [e for _r, e in refused.errors]})
+    assert ok.sent and not ok.errors, f"{client}: a record {limit - 4096} bytes under the limit failed: {ok.errors}"
+    assert not [r.offset for r in refused.sent], (f"{client}: a record whose batch exceeds max.message.bytes={limit} was appended at "
+                              f"offset {refused.sent[0].offset}, expected MESSAGE_TOO_LARGE")
+    errors = " ".join(e for _r, e in refused.errors)
+    assert "TOO_LARGE" in errors.upper() or "TOOLARGE" in errors.upper(), (
+        f"{client}: the record above the limit failed with {errors!r}, expected MESSAGE_TOO_LARGE")
+    got = await read_all(client, bootstrap, history, evidence, topic, 1)
+    problems = compare(ok.sent, got)
+    assert not problems, f"{client}: the record near the limit came back different:\n" + "\n".join(problems)
 
 
 # -- fetch inside a batch ------------------------------------------------------------------------------------------
@@ -386,7 +431,8 @@ async def test_reset_latest_starts_after_the_last_batch(client, wire, bootstrap,
             return early, out.sent, c.poll_full(len(out.sent), CLIENT_TIMEOUT_S, quiet_s=0.5)
 
     early, new, got = await asyncio.to_thread(run)
-    assert not early, f"{client} latest read old records at offsets {[r.offset for r in early][:20]} (HW {end})"
+    early_offsets = [r.offset for r in early]
+    assert not early_offsets, f"{client} latest read old records at offsets {early_offsets[:20]} (HW {end})"
     assert len(new) == len(more), "every new record must be acknowledged"
     problems = compare(new, got)
     assert not problems, f"{client} latest (HW {end}) then {len(new)} new records:\n" + "\n".join(problems)
