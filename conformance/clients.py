@@ -158,6 +158,7 @@ class ConfluentConsumer(RecordedConsumer):
                             "auto.offset.reset": "error" if reset == "none" else reset,
                             "broker.address.family": "v4", "fetch.wait.max.ms": 100,
                             "topic.metadata.refresh.interval.ms": 1000, **config})
+        self._eof: dict[tuple[str, int], int] = {}
 
     def _assign(self, topic: str, partitions: list[int]) -> None:
         from confluent_kafka import TopicPartition
@@ -181,7 +182,8 @@ class ConfluentConsumer(RecordedConsumer):
             err = m.error()
             if err.code() == KafkaError._AUTO_OFFSET_RESET:
                 raise NoOffsetError(f"librdkafka: {err}")
-            if err.code() == KafkaError._PARTITION_EOF:
+            if err.code() == KafkaError._PARTITION_EOF:   # (enable.partition.eof) the fetcher reached the end
+                self._eof[(m.topic(), m.partition())] = m.offset()
                 return []
             self.errors.append(str(err))
             return []
@@ -198,7 +200,9 @@ class ConfluentConsumer(RecordedConsumer):
         from confluent_kafka import TopicPartition
 
         (tp,) = self._c.position([TopicPartition(topic, partition)])
-        return tp.offset if tp.offset >= 0 else None
+        if tp.offset < 0:   # librdkafka knows a position only after a message; else the end it reached, if any
+            return self._eof.get((topic, partition))
+        return tp.offset
 
     def close(self) -> None:
         self._c.close()
