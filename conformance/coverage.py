@@ -34,6 +34,14 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "fetch.hw_off_by_one": ("HW-CONSISTENT-VIEWS",),
     "fetch.hw_is_read_end": ("HW-MONOTONIC",),
     "isr.hw_ignores_min_isr": ("HW-HOLD-BELOW-MIN-ISR",),
+    # clients (conformance/suites/test_clients.py)
+    "fetch.drop_headers": ("FETCH-RECORDS-AS-PRODUCED",),
+    "fetch.swap_producer_batches": ("FETCH-RECORDS-AS-PRODUCED",),
+    "fetch.compressed_base_is_last": ("FETCH-RECORDS-AS-PRODUCED", "FETCH-MID-BATCH"),
+    "fetch.mid_batch_next_batch": ("FETCH-MID-BATCH", "RESET-BATCHED"),
+    "produce.ignore_max_message_bytes": ("PRODUCE-MAX-MESSAGE-BYTES",),
+    "list_offsets.latest_is_last_batch_base": ("RESET-BATCHED",),
+    "offsets.uncommitted_is_zero": ("RESET-BATCHED", "RESET-NONE", "RESET-LATEST", "OFFSETS-COMMIT-ROUNDTRIP"),
 }
 
 

@@ -47,6 +47,25 @@ FAULTS: dict[str, str] = {
                                   "watermark (the pre-KIP-101 rule) — breaks HW-FAILOVER",
     "replication.ignore_diverging_epoch": "followers ignore diverging_epoch and never truncate (Kafka: truncate by "
                                           "leader epoch, KIP-101/KIP-320) — breaks TRUNCATE-BY-EPOCH",
+    # clients (conformance/suites/test_clients.py; record rewriting in reference_broker/record_faults.py)
+    "fetch.drop_headers": "fetched batches are re-encoded without their record headers (KIP-82) — breaks "
+                          "FETCH-RECORDS-AS-PRODUCED",
+    "fetch.swap_producer_batches": "two adjacent batches of different idempotent producers swap places in a fetch "
+                                   "answer, offsets restamped dense (records no longer at the offsets their "
+                                   "producers were told) — breaks FETCH-RECORDS-AS-PRODUCED",
+    "fetch.compressed_base_is_last": "a compressed batch carries its last offset as its base offset (the magic v0/v1 "
+                                     "wrapper rule applied to v2) — breaks FETCH-RECORDS-AS-PRODUCED and "
+                                     "FETCH-MID-BATCH (its seek reads a compressed batch)",
+    "fetch.mid_batch_next_batch": "a fetch offset inside a batch gets the next batch instead of the one containing "
+                                  "it (Kafka: LogSegment.read starts at the containing batch) — breaks "
+                                  "FETCH-MID-BATCH and RESET-BATCHED (earliest from a mid-batch log start)",
+    "produce.ignore_max_message_bytes": "batches above max.message.bytes are appended (Kafka: MESSAGE_TOO_LARGE) — "
+                                        "breaks PRODUCE-MAX-MESSAGE-BYTES",
+    "list_offsets.latest_is_last_batch_base": "ListOffsets LATEST answers the base offset of the last batch (Kafka: "
+                                              "the high watermark, after its last record) — breaks RESET-BATCHED",
+    "offsets.uncommitted_is_zero": "OffsetFetch answers offset 0 for a partition never committed (Kafka: -1, no "
+                                   "offset, so auto.offset.reset applies) — breaks RESET-BATCHED, RESET-NONE, "
+                                   "RESET-LATEST, OFFSETS-COMMIT-ROUNDTRIP",
 }
 
 

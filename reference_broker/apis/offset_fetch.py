@@ -27,7 +27,8 @@ def _lookup(b, group_id: str, topics):
         parts = []
         for p in t.partition_indexes:
             o = offsets.get((t.name, p))
-            parts.append((p, o.offset, o.leader_epoch, o.metadata) if o else (p, -1, -1, None))
+            none = 0 if b.faults.on("offsets.uncommitted_is_zero") else -1    # clients suite switch
+            parts.append((p, o.offset, o.leader_epoch, o.metadata) if o else (p, none, -1, None))
         result.append((t.name, parts))
     return result
 
