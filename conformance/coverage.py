@@ -30,10 +30,21 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "produce.acks_all_ok_after_shrink": ("ACKS-ALL-AFTER-APPEND",),
     "replication.truncate_to_hw": ("HW-FAILOVER",),
     "replication.ignore_diverging_epoch": ("TRUNCATE-BY-EPOCH",),
+    # isr_hw: the HW as clients see it
+    "fetch.hw_off_by_one": ("HW-CONSISTENT-VIEWS",),
+    "fetch.hw_is_read_end": ("HW-MONOTONIC",),
+    "isr.hw_ignores_min_isr": ("HW-HOLD-BELOW-MIN-ISR",),
+    # clients (conformance/suites/test_clients.py)
+    "fetch.drop_headers": ("FETCH-RECORDS-AS-PRODUCED",),
+    "fetch.swap_producer_batches": ("FETCH-RECORDS-AS-PRODUCED",),
+    "fetch.compressed_base_is_last": ("FETCH-RECORDS-AS-PRODUCED", "FETCH-MID-BATCH"),
+    "fetch.mid_batch_next_batch": ("FETCH-MID-BATCH", "RESET-BATCHED"),
+    "produce.ignore_max_message_bytes": ("PRODUCE-MAX-MESSAGE-BYTES",),
+    "list_offsets.latest_is_last_batch_base": ("RESET-BATCHED",),
+    "offsets.uncommitted_is_zero": ("RESET-BATCHED", "RESET-NONE", "RESET-LATEST", "OFFSETS-COMMIT-ROUNDTRIP"),
     # offsets
     "offsets.keep_first_commit": ("OFFSETS-COMMIT-ROUNDTRIP", "CONSUMER-RESUME-COMMITTED"),
     "offsets.accept_unknown_member": ("OFFSETS-COMMIT-UNKNOWN-MEMBER",),
-    "offsets.uncommitted_as_zero": ("RESET-NONE",),
     "offsets.metadata_max_exclusive": ("OFFSETS-METADATA-MAX",),
     "offsets.drop_leader_epoch": ("OFFSETS-LEADER-EPOCH",),
     "offsets.fetch_all_empty": ("OFFSETS-FETCH-ALL",),

@@ -123,3 +123,15 @@ class Op:
             if exc is not None:
                 v["error"] = repr(exc)[:200]
             self._h.recorder.info(self._p, self._f, v)  # type: ignore[union-attr]
+
+
+def record_id(key: bytes | None, value: bytes | None) -> int | str | None:
+    """The history value of a record whose value or key starts with a unique number (``<n>|<anything>``):
+    records with a null or empty value, or binary payloads, carry their number in the key or the value's head,
+    so every record still maps back to its write. Falls back to :func:`decode_value` of the value."""
+    for part in (value, key):
+        if part:
+            head = bytes(part).split(b"|", 1)[0].rstrip(PAD)
+            if head.isdigit():
+                return int(head)
+    return decode_value(value)

@@ -35,7 +35,12 @@ FAULTS: dict[str, str] = {
     "isr.never_shrink": "a lagging follower is never removed from the ISR — breaks ISR-SHRINK-LAG",
     "isr.shrink_early": "followers leave the ISR after a quarter of replica.lag.time.max.ms — breaks ISR-SHRINK-LAG",
     "isr.never_expand": "a follower that caught up is never added back to the ISR — breaks ISR-EXPAND",
-    "isr.hw_ignores_min_isr": "the HW advances while the ISR is below min.insync.replicas (before KAFKA-15583)",
+    "isr.hw_ignores_min_isr": "the HW advances while the ISR is below min.insync.replicas (before KAFKA-15583) — "
+                              "breaks HW-HOLD-BELOW-MIN-ISR",
+    "fetch.hw_off_by_one": "Fetch reports high_watermark - 1 (the last committed offset instead of the next one) — "
+                           "breaks HW-CONSISTENT-VIEWS",
+    "fetch.hw_is_read_end": "Fetch reports as high_watermark the end of the batches it returned, so the HW seen "
+                            "depends on the fetch offset and max bytes and can go back — breaks HW-MONOTONIC",
     "produce.acks_all_ok_after_shrink": "an acks=all produce whose ISR shrank below min.insync.replicas after the "
                                         "append answers NONE (Kafka: NOT_ENOUGH_REPLICAS_AFTER_APPEND or a "
                                         "timeout) — breaks ACKS-ALL-AFTER-APPEND",
@@ -43,15 +48,31 @@ FAULTS: dict[str, str] = {
                                   "watermark (the pre-KIP-101 rule) — breaks HW-FAILOVER",
     "replication.ignore_diverging_epoch": "followers ignore diverging_epoch and never truncate (Kafka: truncate by "
                                           "leader epoch, KIP-101/KIP-320) — breaks TRUNCATE-BY-EPOCH",
+    # clients (conformance/suites/test_clients.py; record rewriting in reference_broker/record_faults.py)
+    "fetch.drop_headers": "fetched batches are re-encoded without their record headers (KIP-82) — breaks "
+                          "FETCH-RECORDS-AS-PRODUCED",
+    "fetch.swap_producer_batches": "two adjacent batches of different idempotent producers swap places in a fetch "
+                                   "answer, offsets restamped dense (records no longer at the offsets their "
+                                   "producers were told) — breaks FETCH-RECORDS-AS-PRODUCED",
+    "fetch.compressed_base_is_last": "a compressed batch carries its last offset as its base offset (the magic v0/v1 "
+                                     "wrapper rule applied to v2) — breaks FETCH-RECORDS-AS-PRODUCED and "
+                                     "FETCH-MID-BATCH (its seek reads a compressed batch)",
+    "fetch.mid_batch_next_batch": "a fetch offset inside a batch gets the next batch instead of the one containing "
+                                  "it (Kafka: LogSegment.read starts at the containing batch) — breaks "
+                                  "FETCH-MID-BATCH and RESET-BATCHED (earliest from a mid-batch log start)",
+    "produce.ignore_max_message_bytes": "batches above max.message.bytes are appended (Kafka: MESSAGE_TOO_LARGE) — "
+                                        "breaks PRODUCE-MAX-MESSAGE-BYTES",
+    "list_offsets.latest_is_last_batch_base": "ListOffsets LATEST answers the base offset of the last batch (Kafka: "
+                                              "the high watermark, after its last record) — breaks RESET-BATCHED",
+    "offsets.uncommitted_is_zero": "OffsetFetch answers offset 0 for a partition never committed (Kafka: -1, no "
+                                   "offset, so auto.offset.reset applies) — breaks RESET-BATCHED, RESET-NONE, "
+                                   "RESET-LATEST, OFFSETS-COMMIT-ROUNDTRIP",
     # offsets (offsets suite: commit/fetch, ListOffsets, what consumers do with the answers)
     "offsets.keep_first_commit": "a later OffsetCommit for a partition does not replace the stored offset (Kafka: "
                                  "the last commit wins) — breaks OFFSETS-COMMIT-ROUNDTRIP, CONSUMER-RESUME-COMMITTED",
     "offsets.accept_unknown_member": "OffsetCommit from a member id the group does not know (or generation-less to "
                                      "a non-empty group) is stored (Kafka: UNKNOWN_MEMBER_ID) — breaks "
                                      "OFFSETS-COMMIT-UNKNOWN-MEMBER",
-    "offsets.uncommitted_as_zero": "OffsetFetch answers offset 0 for a partition the group never committed (Kafka: "
-                                   "-1), so consumers read from 0 instead of applying auto.offset.reset — breaks "
-                                   "RESET-NONE (and RESET-LATEST)",
     "offsets.metadata_max_exclusive": "OffsetCommit metadata of exactly offset.metadata.max.bytes is "
                                       "OFFSET_METADATA_TOO_LARGE (Kafka: only longer) — breaks OFFSETS-METADATA-MAX",
     "offsets.drop_leader_epoch": "OffsetCommit stores leader epoch -1 whatever was committed — breaks "

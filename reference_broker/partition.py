@@ -99,6 +99,7 @@ class Partition:
         # (the fetch.no_wake_on_append fault switch skips those), else "state".
         self.on_change: Callable[[Partition, str], None] = lambda p, kind: None
         self.hw_respects_min_isr = True     # False only under the isr.hw_ignores_min_isr fault switch
+        self.hw_report = "exact"            # "minus_one" / "read_end" only under fetch.hw_off_by_one / hw_is_read_end
         self.fault_hw_is_leader_leo = False      # isr.hw_is_leader_leo fault switch
         self.fault_truncate_to_hw = False        # replication.truncate_to_hw fault switch
         self.fault_latest_is_leo = False    # True only under the list_offsets.latest_is_leo fault switch
@@ -344,6 +345,22 @@ class Partition:
             return ReadInfo(E.OffsetOutOfRangeError.errno, **common)
         end = self.end_offset_for(isolation)
         if fetch_offset >= end:
+            if self.hw_report != "exact":
+                common["high_watermark"] = self._faulty_hw(b"", fetch_offset)
             return ReadInfo(E.NoError.errno, **common)
         res: ReadResult = log.read(fetch_offset, max_bytes, end, min_one)
+        if self.hw_report != "exact":
+            common["high_watermark"] = self._faulty_hw(res.data, fetch_offset)
         return ReadInfo(E.NoError.errno, res.data, **common)
+
+    def _faulty_hw(self, data: bytes, fetch_offset: int) -> int:
+        """The HW a Fetch reports under a fault switch: off by one (the last committed offset instead of the next),
+        or the end of the batches this read returned (it then depends on the fetch offset and max bytes)."""
+        if self.hw_report == "minus_one":
+            return max(0, self.hw - 1)
+        end, pos = fetch_offset, 0
+        while pos + 27 <= len(data):               # v2 batch: base offset @0, length @8, last offset delta @23
+            base = int.from_bytes(data[pos:pos + 8], "big", signed=True)
+            end = base + int.from_bytes(data[pos + 23:pos + 27], "big", signed=True) + 1
+            pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
+        return end

@@ -138,6 +138,8 @@ class ReplicaManager:
                               leader_id=-2, leader_epoch=-1, isr=st.isr, partition_epoch=-1, hw=hw)
                 p.on_change = self._on_change
                 p.hw_respects_min_isr = not self.faults.on("isr.hw_ignores_min_isr")
+                p.hw_report = ("minus_one" if self.faults.on("fetch.hw_off_by_one") else
+                               "read_end" if self.faults.on("fetch.hw_is_read_end") else "exact")
                 p.fault_hw_is_leader_leo = self.faults.on("isr.hw_is_leader_leo")
                 p.fault_truncate_to_hw = self.faults.on("replication.truncate_to_hw")
                 p.fault_latest_is_leo = self.faults.on("list_offsets.latest_is_leo")

@@ -5,10 +5,11 @@ Observed only through what clients see: Metadata (leader, leader epoch, ISR), Pr
 
 - acks=all is refused with NOT_ENOUGH_REPLICAS, and nothing is appended, when the ISR is smaller than the topic's
   min.insync.replicas (a 1-replica topic with min.insync.replicas=2);
-- Fetch's high watermark, ListOffsets LATEST and acks=all Produce answers agree, and the HW never goes back.
+- Fetch's high watermark, ListOffsets LATEST and acks=all Produce answers agree, and the HW never goes back
+  whatever offset or size a Fetch reads.
 
 The replication rules (HW = min LEO over the ISR, ISR shrink after replica.lag.time.max.ms and expand on catch-up,
-NOT_ENOUGH_REPLICAS(_AFTER_APPEND), HW monotonic per leader epoch, truncation by leader epoch after failover) need
+NOT_ENOUGH_REPLICAS(_AFTER_APPEND), the HW held below min ISR (KAFKA-15583), HW monotonic per leader epoch, truncation by leader epoch after failover) need
 a target with the ``replication`` capability and broker faults (pause/kill); elsewhere they are skipped with the
 capability as reason. They assume ``target.broker_ids`` are Kafka node ids and need 3 brokers.
 """
@@ -49,6 +50,10 @@ rule("HW-CONSISTENT-VIEWS", "the Fetch high_watermark, ListOffsets LATEST (read_
 rule("HW-MONOTONIC", "the high watermark a leader reports never decreases within a leader epoch",
      "kafka.cluster.Partition.maybeIncrementLeaderHW (HW only moves forward; UnifiedLog.maybeIncrementHighWatermark)",
      SUITE)
+rule("HW-HOLD-BELOW-MIN-ISR", "while the ISR is smaller than min.insync.replicas the leader's high watermark does "
+     "not advance, so acks=1 records appended meanwhile stay invisible to consumers until the ISR grows back",
+     "KAFKA-15583 (Kafka ≥ 3.7): kafka.cluster.Partition.maybeIncrementLeaderHW returns early while "
+     "isUnderMinIsr", SUITE)
 rule("HW-MIN-LEO-ISR", "the high watermark is the smallest log end offset over the ISR: a lagging in-sync follower "
      "holds it back until it catches up or leaves the ISR",
      "kafka.cluster.Partition.maybeIncrementLeaderHW (min LEO over ISR / maximal ISR)", SUITE)
@@ -119,23 +124,43 @@ async def test_acks_all_refused_below_min_insync(wire: Wire) -> None:
         f"acks=1 ignores min.insync.replicas: {accepted}"
 
 
-@pytest.mark.rule("HW-CONSISTENT-VIEWS", "HW-MONOTONIC")
-async def test_hw_views_agree_and_never_decrease(wire: Wire, evidence: Evidence) -> None:
-    """Produce batches of varying size; after each, Fetch HW == ListOffsets LATEST == end of the acks=all batch."""
+@pytest.mark.rule("HW-CONSISTENT-VIEWS")
+async def test_hw_views_agree(wire: Wire, evidence: Evidence) -> None:
+    """Produce batches of varying size; after each, Fetch HW == ListOffsets LATEST == end of the acks=all batch.
+    The HW is read by a Fetch at that end (no records), so the answer cannot depend on what the read returned."""
     topic = await wire.create_topic(partitions=1, replication_factor=1)
     seen: list[tuple[int, int, int]] = []
     for count in (1, 3, 1, 7, 2, 5):
         p = await wire.produce(topic, count=count, acks=-1)
         end = p.base_offset + count
-        err, hw = await high_watermark(wire, topic)
+        f = await ops.fetch(wire, topic, 0, end, max_wait_ms=10, min_bytes=0)
         lerr, latest, _ = await wire.list_offsets(topic, 0, LATEST)
-        seen.append((end, hw, latest))
+        seen.append((end, f.high_watermark, latest))
         evidence.note("end_hw_latest", seen)
-        assert err == NONE and lerr == NONE, f"Fetch error {err}, ListOffsets error {lerr}"
-        assert hw == latest == end, (
-            f"after an acks=all batch ending at {end}: Fetch high_watermark {hw}, ListOffsets LATEST {latest} "
-            f"(history end/hw/latest: {seen})")
-        assert [h for _, h, _ in seen] == sorted(h for _, h, _ in seen), f"the HW went back: {seen}"
+        assert f.error == NONE and lerr == NONE, f"Fetch error {f.error}, ListOffsets error {lerr}"
+        assert f.high_watermark == latest == end, (
+            f"after an acks=all batch ending at {end}: Fetch high_watermark {f.high_watermark}, ListOffsets LATEST "
+            f"{latest} (history end/hw/latest: {seen})")
+
+
+@pytest.mark.rule("HW-MONOTONIC")
+async def test_hw_never_decreases(wire: Wire, evidence: Evidence) -> None:
+    """The HW is a property of the partition, not of the read: sampled by Fetches at the log start (one batch
+    allowed), in the middle and at the end, interleaved with appends of many-record batches, it never goes back."""
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    samples: list[tuple[str, int, int]] = []        # (what, fetch offset, HW answered), in time order
+    for count in (4, 1, 9, 2, 6, 3):
+        p = await wire.produce(topic, count=count, size=64, acks=-1)
+        end = p.base_offset + count
+        for what, offset, max_bytes in (("end", end, 1 << 20), ("start", 0, 1), ("middle", end // 2, 1),
+                                        ("start-all", 0, 1 << 20)):
+            f = await ops.fetch(wire, topic, 0, offset, max_wait_ms=10, min_bytes=0, max_bytes=max_bytes)
+            assert f.error == NONE, f"Fetch at {offset} answered error {f.error}"
+            samples.append((what, offset, f.high_watermark))
+    evidence.note("hw_samples", samples)
+    back = [(a, b) for a, b in zip(samples, samples[1:], strict=False) if b[2] < a[2]]
+    assert not back, (f"the high watermark went back between consecutive Fetches (what, fetch offset, HW): "
+                      f"{back[:3]}; all samples: {samples}")
 
 
 # ------------------------------------------------------------------------------------------- replicated
@@ -318,6 +343,31 @@ async def test_acks_all_refused_after_isr_shrinks(cluster: Cluster) -> None:
         f"acks=all with ISR {st2.isr} < min.insync.replicas 3 answered {refused.error_code}")
     probe = await leader.produce(topic, count=1, acks=1)
     assert probe.base_offset == leo, f"the refused batch was appended: next offset {probe.base_offset}, LEO was {leo}"
+
+
+@REPL
+@pytest.mark.rule("HW-HOLD-BELOW-MIN-ISR")
+async def test_hw_held_while_isr_below_min_insync(cluster: Cluster, evidence: Evidence) -> None:
+    topic, st = await cluster.topic(3, {"min.insync.replicas": "3"})
+    leader, lagging, hw_before, leo = await lagging_follower(cluster, topic, st)
+    st2, _ = await eventually(lambda: state(leader, topic), lambda s: lagging not in s.isr,
+                              await cluster.lag_ms() * 1.5 / 1000 + 10)
+    assert lagging not in st2.isr, f"follower {lagging} never left the ISR: {st2}"
+    # The other follower has every record (the ISR minus the paused one is at the LEO): only the min ISR rule
+    # keeps the HW where it was. Give it time to fetch and the leader time to (wrongly) advance.
+    await asyncio.sleep(1.0)
+    p = await leader.produce(topic, count=2, acks=1)
+    await asyncio.sleep(1.0)
+    err, hw = await high_watermark(leader, topic)
+    evidence.note("below_min_isr", {"isr": st2.isr, "hw_before": hw_before, "leo": p.base_offset + 2, "hw": hw})
+    assert err == NONE and hw == hw_before, (
+        f"ISR {st2.isr} is below min.insync.replicas 3, yet the HW moved from {hw_before} to {hw} (leader LEO "
+        f"{p.base_offset + 2}); since KAFKA-15583 it stays until the ISR is large enough again")
+    cluster.resume(lagging)
+    (_, hw2), waited = await eventually(lambda: high_watermark(leader, topic), lambda r: r[1] == p.base_offset + 2,
+                                        30)
+    evidence.timing("hw_after_expand", waited * 1000, expect_max_ms=30_000)
+    assert hw2 == p.base_offset + 2, f"after {lagging} came back the HW must reach {p.base_offset + 2}: {hw2}"
 
 
 @REPL

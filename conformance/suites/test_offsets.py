@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conformance.clients import CLIENTS, NoOffsetError, RecordedConsumer, consumer
+from conformance.recording import decode_value
 from conformance.rules import rule
 from conformance.wire import EARLIEST, LATEST, TargetDiverged, Wire, unique_name
 
@@ -320,7 +321,7 @@ async def test_list_offsets_latest_after_multi_record_batches(wire, evidence):
 
 @pytest.mark.rule("LIST-OFFSETS-LATEST")
 @pytest.mark.requires_capability("replication", "pause_broker")
-async def test_list_offsets_latest_is_hw_while_follower_lags(replicated_target, wire_factory, evidence):
+async def test_latest_is_hw_while_follower_lags(replicated_target, wire_factory, evidence):
     """HW < LEO needs an in-sync follower that has not fetched yet: pause one, append with acks=1, and ask the
     leader before replica.lag.time.max.ms drops the follower from the ISR. LATEST must be the HW, not the LEO."""
     target = replicated_target
@@ -420,7 +421,7 @@ async def test_list_offsets_earliest_local(wire, evidence):
 
 
 @pytest.mark.rule("LIST-OFFSETS-LATEST-TIERED")
-async def test_list_offsets_latest_tiered_without_remote_storage(wire, evidence):
+async def test_latest_tiered_without_remote_storage(wire, evidence):
     await _version_at_least(wire, 9, "LATEST_TIERED (-5, KIP-1005)")
     topic = await wire.create_topic()  # no remote.storage.enable: nothing is ever tiered
     await wire.produce_records(topic, count=4)
@@ -575,19 +576,20 @@ async def test_consumer_resumes_inside_compressed_batch(client, wire, bootstrap,
     with consumer(client, bootstrap, group, "none", history, evidence) as c:
         c.assign(topic, [0])
         try:
-            resumed = await asyncio.to_thread(c.poll_records, 11, CLIENT_TIMEOUT_S)
+            resumed = await asyncio.to_thread(c.poll_full, 11, CLIENT_TIMEOUT_S)
         except NoOffsetError as exc:
             raise AssertionError(f"{client} found no committed offset for {group} after two commits: {exc}") from exc
-        keys = [c.keys.get((topic, 0, o)) for _t, _p, o, _v in resumed]
-    got = [(o, v) for _t, _p, o, v in resumed]
+    got = [(r.offset, decode_value(r.value)) for r in resumed]
     want = [(o, values[o]) for o in range(14, 25)]
     assert got == want, f"{client} resumed from the last commit (14, inside the gzip batch 10-19): read " \
                         f"{[o for o, _ in got]}, expected 14-24 with their values"
-    want_keys = [(f"key-{values[o]}".encode(), [("kct-value", str(values[o]).encode()), ("kct-empty", b"")])
+    keys = [(r.key, tuple(r.headers)) for r in resumed]
+    want_keys = [(f"key-{values[o]}".encode(), (("kct-value", str(values[o]).encode()), ("kct-empty", b"")))
                  for o in range(14, 25)]
     assert keys == want_keys, f"{client} read the records' keys and headers as {keys[:2]}..., produced " \
                               f"{want_keys[:2]}..."
     with consumer(client, bootstrap, unique_name("g"), "none", history, evidence) as s:
-        s.assign_at(topic, 0, 12)
+        s.assign(topic, [0])
+        s.seek(topic, 0, 12)
         seeked = await asyncio.to_thread(_read_expecting, s, list(range(12, 17)), CLIENT_TIMEOUT_S)
     assert seeked == list(range(12, 17)), f"{client} seeked to 12 (inside the gzip batch) and read {seeked}"

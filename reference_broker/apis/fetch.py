@@ -28,6 +28,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from .. import record_faults as RF
 from ..partition import FetchIsolation
 from ..purgatory import FetchPartitionStatus
 from ..registry import handles
@@ -83,11 +84,31 @@ def read_all(b, statuses: list[FetchPartitionStatus], max_bytes: int, isolation:
         if info.error:
             out.append((st, info.error, b"", -1, -1, -1, None))
             continue
+        if replica_id < 0 and b.faults.enabled & CLIENT_SWITCHES:     # clients suite switches only
+            info = info._replace(records=_client_faults(b.faults, p, st, info.records, isolation, min_one))
         if info.records:
             min_one = False
             limit = max(0, limit - len(info.records))
         out.append((st, 0, info.records, info.high_watermark, info.last_stable_offset, info.log_start_offset, None))
     return out
+
+
+# -- clients suite fault switches (reference_broker/record_faults.py), kept apart from the read path ----------
+CLIENT_SWITCHES = frozenset(("fetch.drop_headers", "fetch.swap_producer_batches", "fetch.compressed_base_is_last",
+                             "fetch.mid_batch_next_batch"))
+
+
+def _client_faults(faults, p, st, records: bytes, isolation: FetchIsolation, min_one: bool) -> bytes:
+    if faults.on("fetch.mid_batch_next_batch"):
+        records = RF.next_batch_for_mid_batch(records, st.fetch_offset, lambda off: p.read(
+            off, st.partition_max_bytes, isolation, min_one, st.current_leader_epoch).records)
+    if faults.on("fetch.drop_headers"):
+        records = RF.drop_headers(records)
+    if faults.on("fetch.swap_producer_batches"):
+        records = RF.swap_producer_batches(records)
+    if faults.on("fetch.compressed_base_is_last"):
+        records = RF.compressed_base_is_last(records)
+    return records
 
 
 LEADERSHIP_ERRORS = {E.NotLeaderForPartitionError.errno, E.FencedLeaderEpochError.errno,

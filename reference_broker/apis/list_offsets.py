@@ -16,6 +16,7 @@ from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 from kafka.record.memory_records import MemoryRecords
 
 from ..log.base import TimestampOffset
+from ..record_faults import last_batch_base
 from ..registry import handles
 
 API_KEY = 2
@@ -103,6 +104,8 @@ async def handle(ctx, req):
             off, ts, epoch = lookup(p, ts, req.replica_id, req.isolation_level, b.faults)
             if rp.timestamp == EARLIEST and b.faults.on("list_offsets.earliest_is_zero"):
                 off = 0
+            if rp.timestamp == LATEST and off > 0 and b.faults.on("list_offsets.latest_is_last_batch_base"):
+                off = last_batch_base(p.log.read(off - 1, 1, off, True).data, off)   # clients suite switch
             parts.append(PartResp(partition_index=rp.partition_index, error_code=0, timestamp=ts, offset=off,
                                   leader_epoch=epoch))
         topics.append(TopicResp(name=t.name, partitions=parts))

@@ -18,7 +18,7 @@ VERSIONS = (1, 8)
 def _lookup(b, group_id: str, topics):
     """[(topic, [(partition, offset, epoch, metadata)])] for the requested (or all committed) partitions."""
     offsets = b.groups.fetch_offsets(group_id)
-    unknown = (0 if b.faults.on("offsets.uncommitted_as_zero") else -1, -1, "")  # (offset, epoch, metadata)
+    unknown = (0 if b.faults.on("offsets.uncommitted_is_zero") else -1, -1, "")  # (offset, epoch, metadata)
     if topics is None:
         if b.faults.on("offsets.fetch_all_empty"):
             return []

@@ -24,6 +24,7 @@ FETCH = "conformance/suites/test_fetch.py"
 OFFSETS = "conformance/suites/test_offsets.py"
 ISR_HW = "conformance/suites/test_isr_hw.py"
 REBALANCE = "conformance/suites/test_rebalance.py"
+CLIENTS = "conformance/suites/test_clients.py"
 
 
 def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results") -> dict:
@@ -100,6 +101,36 @@ FAULTS = [
     ("produce.acks_all_ok_after_shrink", ISR_HW, "shrinks_while_waiting", "ACKS-ALL-AFTER-APPEND", set()),
     ("replication.truncate_to_hw", ISR_HW, "across_failover", "HW-FAILOVER", set()),
     ("replication.ignore_diverging_epoch", ISR_HW, "truncates_by_leader_epoch", "TRUNCATE-BY-EPOCH", set()),
+    # isr_hw: the HW as clients see it
+    ("fetch.hw_off_by_one", ISR_HW, "hw_views or hw_never_decreases", "HW-CONSISTENT-VIEWS", {"HW-MONOTONIC"}),
+    ("fetch.hw_is_read_end", ISR_HW, "hw_never_decreases or hw_views", "HW-MONOTONIC", {"HW-CONSISTENT-VIEWS"}),
+    ("isr.hw_ignores_min_isr", ISR_HW, "held_while_isr_below", "HW-HOLD-BELOW-MIN-ISR", set()),
+    # clients: real clients, realistic data shapes
+    ("fetch.drop_headers", CLIENTS, "keys_headers and confluent or max_message", "FETCH-RECORDS-AS-PRODUCED",
+     {"PRODUCE-MAX-MESSAGE-BYTES"}),
+    ("fetch.swap_producer_batches", CLIENTS, "interleaving and python or seek and python", "FETCH-RECORDS-AS-PRODUCED",
+     {"FETCH-MID-BATCH"}),
+    ("fetch.compressed_base_is_last", CLIENTS, "compressed_batches and confluent and zstd or max_message",
+     "FETCH-RECORDS-AS-PRODUCED", {"PRODUCE-MAX-MESSAGE-BYTES"}),
+    ("fetch.compressed_base_is_last", CLIENTS, "seek and confluent or reset_none and confluent", "FETCH-MID-BATCH",
+     {"RESET-BATCHED"}),
+    ("fetch.mid_batch_next_batch", CLIENTS, "seek and python or keys_headers and python", "FETCH-MID-BATCH",
+     {"FETCH-RECORDS-AS-PRODUCED"}),
+    ("fetch.mid_batch_next_batch", CLIENTS, "resume and python or max_message", "FETCH-MID-BATCH",
+     {"PRODUCE-MAX-MESSAGE-BYTES"}),
+    ("fetch.mid_batch_next_batch", CLIENTS, "reset_earliest and python or max_message", "RESET-BATCHED",
+     {"PRODUCE-MAX-MESSAGE-BYTES"}),
+    ("produce.ignore_max_message_bytes", CLIENTS, "max_message or reset_none and python", "PRODUCE-MAX-MESSAGE-BYTES",
+     {"RESET-BATCHED"}),
+    ("list_offsets.latest_is_last_batch_base", CLIENTS, "reset_latest and python or keys_headers and python",
+     "RESET-BATCHED", {"FETCH-RECORDS-AS-PRODUCED"}),
+    ("offsets.uncommitted_is_zero", CLIENTS, "reset_none and confluent or keys_headers and confluent",
+     "RESET-BATCHED", {"FETCH-RECORDS-AS-PRODUCED"}),
+    ("offsets.uncommitted_is_zero", OFFSETS, "reset_none or reset_earliest", "RESET-NONE", {"RESET-EARLIEST"}),
+    ("offsets.uncommitted_is_zero", OFFSETS, "reset_latest or list_offsets_latest", "RESET-LATEST",
+     {"LIST-OFFSETS-LATEST"}),
+    ("offsets.uncommitted_is_zero", OFFSETS, "round_trip or by_timestamp", "OFFSETS-COMMIT-ROUNDTRIP",
+     {"LIST-OFFSETS-TIMESTAMP"}),
     # offsets: commit/fetch, ListOffsets, and the consumer behaviour that rests on them
     ("offsets.keep_first_commit", OFFSETS, "round_trip_with or metadata_size", "OFFSETS-COMMIT-ROUNDTRIP",
      {"OFFSETS-METADATA-MAX"}),
@@ -107,8 +138,6 @@ FAULTS = [
      {"RESET-NONE"}),
     ("offsets.accept_unknown_member", OFFSETS, "unknown_member or generation", "OFFSETS-COMMIT-UNKNOWN-MEMBER",
      {"OFFSETS-COMMIT-GENERATION"}),
-    ("offsets.uncommitted_as_zero", OFFSETS, "reset_none or reset_earliest and not delete", "RESET-NONE",
-     {"RESET-EARLIEST"}),
     ("offsets.metadata_max_exclusive", OFFSETS, "metadata_size or leader_epoch", "OFFSETS-METADATA-MAX",
      {"OFFSETS-LEADER-EPOCH"}),
     ("offsets.drop_leader_epoch", OFFSETS, "leader_epoch or fetch_all", "OFFSETS-LEADER-EPOCH", {"OFFSETS-FETCH-ALL"}),
@@ -134,7 +163,13 @@ def test_faults_table_is_the_rule_switch_matrix() -> None:
     """The FAULTS rows and conformance.coverage.BREAKS (what the report shows) say the same thing, about real
     switches and declared rules; the count of rules with teeth only goes up."""
     from conformance.rules import RULES
-    from conformance.suites import test_fetch, test_isr_hw, test_offsets, test_rebalance  # noqa: F401  (declare)
+    from conformance.suites import (  # noqa: F401  (declare)
+        test_clients,
+        test_fetch,
+        test_isr_hw,
+        test_offsets,
+        test_rebalance,
+    )
 
     assert set(BREAKS) <= set(SWITCHES), f"unknown switches: {set(BREAKS) - set(SWITCHES)}"
     rows = {(f, d) for f, _s, _k, d, _p in FAULTS}
@@ -151,7 +186,21 @@ def test_isr_hw_suite_passes_on_the_reference_cluster(tmp_path: Path) -> None:
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "isr_hw"}
-    assert declared == set(by_rule(doc)) and len(declared) == 10, declared
+    assert declared == set(by_rule(doc)) and len(declared) == 11, declared
+
+
+def test_clients_suite_passes_against_reference(tmp_path: Path) -> None:
+    """Every clients check runs (none skipped: the reference serves every codec, DeleteRecords) and passes, within
+    a minute; each record a check produced is in the history."""
+    doc = run_suites(tmp_path, [CLIENTS], name="clients")
+    bad = [(c["nodeid"], c["outcome"], c["message"]) for c in doc["checks"] if c["outcome"] != "pass"]
+    assert not bad, f"the reference broker must pass every clients check:\n{json.dumps(bad, indent=1)}"
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "clients"}
+    assert declared == set(by_rule(doc)) and len(declared) == 4, declared
+    assert len(doc["checks"]) >= 20, len(doc["checks"])
+    (hist,) = read_history(doc["history"])
+    assert {"send", "poll", "assign", "commit"} <= {op["f"] for op in hist.ops}
+    assert doc["duration_s"] < 60, f"the clients suite took {doc['duration_s']} s against the reference broker"
 
 
 @pytest.mark.parametrize(("fault", "suite", "select", "diverges", "still_pass"), FAULTS,
