@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from ..frames import FrameCounter
+from ..frames import FrameCounter, RequestTap
 
 
 class ConnectionView(Protocol):
@@ -38,6 +38,8 @@ class ConnectionView(Protocol):
     def requests_expecting_response(self) -> int: ...
 
     def inject_response(self, after: int, frame: bytes) -> None: ...
+
+    def watch_requests(self) -> RequestTap: ...
 
 
 class LinkView(Protocol):
