@@ -103,6 +103,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     # ListOffsets
     _m("list_offsets.offset+1", LIST_OFFSETS, "offset", "add", 1, "LATEST/EARLIEST/by-time one too high"),
     _m("list_offsets.offset-1", LIST_OFFSETS, "offset", "add", -1, "LATEST/EARLIEST/by-time one too low"),
+    _m("list_offsets.timestamp+1", LIST_OFFSETS, "timestamp", "add", 1, "the timestamp of the record found is "
+       "not the record's"),
     # Metadata
     _m("metadata.leader=-1", METADATA, "leader_id", "set", -1, "partitions without a leader"),
     _m("metadata.error.leader_not_available", METADATA, "error_code", "set", LEADER_NOT_AVAILABLE,
@@ -130,10 +132,15 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("join_group.accept_bad_session_timeout", JOIN_GROUP, "error_code", "set", NONE,
        "out-of-range session timeout accepted", match=INVALID_SESSION_TIMEOUT, suites=(REBALANCE_S,),
        select="invalid_session_timeout"),
+    _m("join_group.no_leader", JOIN_GROUP, "leader", "set", "", "JoinGroup names no leader, so nobody assigns",
+       suites=(REBALANCE_S,), select="join_starts_rebalance or state_transitions"),
     _m("join_group.generation+1", JOIN_GROUP, "generation_id", "add", 1, "JoinGroup hands out a generation the "
        "group does not have", suites=(REBALANCE_S,), select="join_starts_rebalance or stale_generation"),
     _m("heartbeat.hide_rebalance", HEARTBEAT, "error_code", "set", NONE,
        "Heartbeat NONE instead of REBALANCE_IN_PROGRESS", match=REBALANCE_IN_PROGRESS, suites=(REBALANCE_S,),
+       select=HEARTBEATS),
+    _m("heartbeat.hide_unknown_member", HEARTBEAT, "error_code", "set", NONE,
+       "Heartbeat NONE from a member the group does not have", match=UNKNOWN_MEMBER_ID, suites=(REBALANCE_S,),
        select=HEARTBEATS),
     _m("heartbeat.hide_illegal_generation", HEARTBEAT, "error_code", "set", NONE,
        "Heartbeat NONE for a stale generation", match=ILLEGAL_GENERATION, suites=(REBALANCE_S,),

@@ -111,6 +111,18 @@ async def test_set_with_match_and_partition_filter_and_drop_batches(kafka_proxy)
     assert drop_last_batches(bytes(whole.records), 10) == b""
 
 
+async def test_added_to_a_live_connection_then_removed(kafka_proxy):
+    """Toxics apply to live connections: the next answer after adding is rewritten, the next after removing not."""
+    _produce(kafka_proxy.bootstrap, "live", 2)
+    async with await Connection.connect(kafka_proxy.host, kafka_proxy.port) as conn:
+        before = await conn.request(_latest("live"), version=1)
+        kafka_proxy.add("lo", api_key=LIST_OFFSETS, field="offset", op="set", value=42)
+        during = await conn.request(_latest("live"), version=1)
+        kafka_proxy.proxy.destroy_toxic("lo")
+        after = await conn.request(_latest("live"), version=1)
+    assert [a.body.topics[0].partitions[0].offset for a in (before, during, after)] == [2, 42, 2]
+
+
 def test_confluent_consumer_misses_the_dropped_batch(kafka_proxy):
     """A real client believes the mutant: with the last batch dropped it never sees the last record."""
     _produce(kafka_proxy.bootstrap, "cd", 3)

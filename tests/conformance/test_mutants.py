@@ -20,7 +20,7 @@ def test_catalogue_is_valid_and_spread_over_api_keys() -> None:
     from chaos.proxy.toxics.kafka_rewrite import KafkaRewriteToxic
 
     names = [m.name for m in M.CATALOGUE]
-    assert len(names) == len(set(names)) and 15 <= len(names) <= 30
+    assert len(names) == len(set(names)) and len(names) >= 15
     for m in M.CATALOGUE:
         KafkaRewriteToxic(**m.attributes).validate()  # what the proxy API would accept
         assert m.suites and all((M.ROOT / s).exists() for s in m.suites), m.name
