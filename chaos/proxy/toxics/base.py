@@ -11,6 +11,8 @@ Optional capabilities (duck-typed, like Toxiproxy's StatefulToxic / CleanupToxic
   on_attach(stub)  called when the toxic starts applying to a connection (timers start here)
   cleanup(stub)    -> bytes still held (forwarded on) when the toxic is removed from a live connection
   validate()       raise ValueError for bad attribute values (-> 400 "bad request body: ...")
+  watches_requests = True  (class attribute) the connection records each request's API key and version by
+                   correlation id (connection.watch_requests()), so a downstream toxic knows what a response answers
 Config attributes are plain dataclass fields named exactly as Toxiproxy's JSON names them.
 """
 
