@@ -24,7 +24,7 @@ from collections import deque
 from typing import Any
 
 from .errors import ApiError, listen_error
-from .frames import FrameCounter
+from .frames import FrameCounter, RequestTap
 from .toxics.base import Chunk, Stub, Toxic
 
 log = logging.getLogger("chaos.proxy")
@@ -182,6 +182,8 @@ class Link:
             if self.direction == DOWNSTREAM and self.connection.injections:
                 self._write_with_injections(data)
             else:
+                if self.connection.request_tap is not None and self.direction == UPSTREAM:
+                    self.connection.request_tap.feed(data)  # before the server can answer it
                 self.tracker.feed(data)
                 self.dst.write(data)
             await self.dst.drain()
@@ -231,6 +233,9 @@ class Connection:
         # Kafka-aware toxics: synthetic responses waiting for the server's responses they must follow.
         self.injections: deque[tuple[int, bytes]] = deque()
         self.no_response_requests = 0  # forwarded requests the server will not answer (Produce acks=0)
+        self.request_tap: RequestTap | None = None  # set by watch_requests() (response-rewriting toxics)
+        if any(_watches(w) for w in proxy.chains[DOWNSTREAM]):
+            self.watch_requests()  # from the first request, before any response makes the chain attach
 
     def links(self) -> tuple[Link, Link]:
         return self.up, self.down
@@ -266,6 +271,12 @@ class Connection:
         """Requests forwarded to the server so far that it will answer."""
         return self.up.tracker.completed - self.no_response_requests
 
+    def watch_requests(self) -> RequestTap:
+        """Start (once) recording the API key and version of each request forwarded from now on."""
+        if self.request_tap is None:
+            self.request_tap = RequestTap(self.up.tracker)
+        return self.request_tap
+
     def inject_response(self, after: int, frame: bytes) -> None:
         """Send `frame` to the client right after the server's `after`-th response on this connection."""
         self.injections.append((after, frame))
@@ -277,6 +288,11 @@ class Connection:
             _, frame = self.injections.popleft()
             if not self.down.out_closed:
                 self.client_writer.write(frame)
+
+
+def _watches(w: ToxicWrapper) -> bool:
+    """Does this toxic read the connection's requests (a response rewriter)?"""
+    return bool(getattr(w.toxic, "watches_requests", False))
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -402,6 +418,8 @@ class Proxy:
     def add_toxic(self, w: ToxicWrapper) -> None:
         self.chains[w.stream].append(w)
         for link in self._links(w.stream):
+            if _watches(w):
+                link.connection.watch_requests()
             link.toxics_changed()
 
     def update_toxic(self, w: ToxicWrapper) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .bandwidth import BandwidthToxic
 from .base import Chunk, Stub, Toxic
 from .kafka import KafkaToxic
+from .kafka_rewrite import KafkaRewriteToxic
 from .latency import LatencyToxic
 from .limit_data import LimitDataToxic
 from .reset_peer import ResetPeerToxic
@@ -23,6 +24,7 @@ REGISTRY: dict[str, type[Toxic]] = {
         SlicerToxic,
         LimitDataToxic,
         KafkaToxic,
+        KafkaRewriteToxic,
     )
 }
 

@@ -11,6 +11,8 @@ Optional capabilities (duck-typed, like Toxiproxy's StatefulToxic / CleanupToxic
   on_attach(stub)  called when the toxic starts applying to a connection (timers start here)
   cleanup(stub)    -> bytes still held (forwarded on) when the toxic is removed from a live connection
   validate()       raise ValueError for bad attribute values (-> 400 "bad request body: ...")
+  watches_requests = True  (class attribute) the connection records each request's API key and version by
+                   correlation id (connection.watch_requests()), so a downstream toxic knows what a response answers
 Config attributes are plain dataclass fields named exactly as Toxiproxy's JSON names them.
 """
 
@@ -23,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from ..frames import FrameCounter
+from ..frames import FrameCounter, RequestTap
 
 
 class ConnectionView(Protocol):
@@ -38,6 +40,8 @@ class ConnectionView(Protocol):
     def requests_expecting_response(self) -> int: ...
 
     def inject_response(self, after: int, frame: bytes) -> None: ...
+
+    def watch_requests(self) -> RequestTap: ...
 
 
 class LinkView(Protocol):
