@@ -49,7 +49,7 @@ rule("LIST-OFFSETS-LATEST", "ListOffsets LATEST is the high watermark: the offse
 rule("LIST-OFFSETS-EARLIEST", "ListOffsets EARLIEST is the log start offset (moved by DeleteRecords)",
      "UnifiedLog.fetchOffsetByTimestamp(EARLIEST_TIMESTAMP) -> logStartOffset; KIP-107", SUITE)
 rule("LIST-OFFSETS-TIMESTAMP", "ListOffsets for a timestamp returns the first offset whose timestamp is >= it, "
-     "or -1 when none is", "KIP-79; UnifiedLog.fetchOffsetByTimestamp (TimeIndex lookup)", SUITE)
+     "with that record's timestamp, or offset -1 and timestamp -1 when none is", "KIP-79; UnifiedLog.fetchOffsetByTimestamp (TimeIndex lookup)", SUITE)
 rule("RESET-EARLIEST", "auto.offset.reset=earliest with no committed offset starts at the log start offset",
      "KafkaConsumer auto.offset.reset (SubscriptionState.resetInitializingPositions / OffsetFetcher "
      "resetPositions via ListOffsets EARLIEST); OffsetFetch -1 = no offset", SUITE)
@@ -450,14 +450,17 @@ async def test_list_offsets_by_timestamp(wire, evidence):
     base = 1_700_000_000_000
     await wire.produce(topic, count=3, size=10, timestamp_ms=base)  # offsets 0-2 at base, base+1, base+2
     await wire.produce(topic, count=2, size=10, timestamp_ms=base + 100)  # offsets 3-4 at base+100, base+101
-    cases = {base: 0, base + 1: 1, base + 50: 3, base + 101: 4, base + 500: -1}
+    # asked timestamp → (offset, timestamp of that record): Kafka answers the found record's own timestamp
+    cases = {base: (0, base), base + 1: (1, base + 1), base + 50: (3, base + 100), base + 101: (4, base + 101),
+             base + 500: (-1, -1)}
     got = {}
     for ts in cases:
-        err, off, _ = await wire.list_offsets(topic, 0, ts)
-        got[ts - base] = (err, off)
-    evidence.note("by_timestamp (ts - base -> (error, offset))", got)
-    want = {ts - base: (0, off) for ts, off in cases.items()}
-    assert got == want, f"ListOffsets by timestamp: got {got}, expected {want}"
+        err, off, found_ts = await wire.list_offsets(topic, 0, ts)
+        got[ts - base] = (err, off, found_ts - base if found_ts >= 0 else found_ts)
+    evidence.note("by_timestamp (ts - base -> (error, offset, found timestamp - base))", got)
+    want = {ts - base: (0, off, t - base if t >= 0 else t) for ts, (off, t) in cases.items()}
+    assert got == want, (f"ListOffsets by timestamp (asked - base: (error, offset, answered timestamp - base)): "
+                         f"got {got}, expected {want}")
 
 
 # -- auto.offset.reset with real clients ---------------------------------------------------------------------------
