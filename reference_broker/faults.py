@@ -42,6 +42,22 @@ FAULTS: dict[str, str] = {
                                   "watermark (the pre-KIP-101 rule) — breaks HW-FAILOVER",
     "replication.ignore_diverging_epoch": "followers ignore diverging_epoch and never truncate (Kafka: truncate by "
                                           "leader epoch, KIP-101/KIP-320) — breaks TRUNCATE-BY-EPOCH",
+    # fetch (issue 12, teeth for the fetch suite; fetch.read_past_hw above breaks FETCH-HW-CAP)
+    "fetch.ignore_partition_max_bytes": "a partition's read is capped by the remaining max_bytes only, ignoring "
+                                        "partition_max_bytes — breaks FETCH-PARTITION-MAX-BYTES",
+    "fetch.max_bytes_per_partition": "max_bytes is not shared: every partition may use all of it (Kafka: the "
+                                     "budget shrinks by what earlier partitions returned) — breaks FETCH-MAX-BYTES",
+    "fetch.no_min_one": "a first batch larger than the limits is not returned (Kafka: returned whole, KIP-74 "
+                        "minOneMessage) — breaks FETCH-FIRST-BATCH-WHOLE",
+    "fetch.expired_at_leo_oor": "a parked fetch at the LEO of a non-empty log answers OFFSET_OUT_OF_RANGE when "
+                                "max_wait expires (Kafka: empty, no error) — breaks FETCH-AT-LEO-EMPTY",
+    "fetch.serve_below_log_start": "a fetch below the log start offset reads from the log start, no error (Kafka: "
+                                   "OFFSET_OUT_OF_RANGE) — breaks FETCH-OOR-BELOW-LOG-START",
+    "fetch.min_bytes_per_partition": "min_bytes is compared with each partition's bytes, not their sum "
+                                     "(DelayedFetch Case G sums) — breaks FETCH-MULTI-PARTITION",
+    "fetch.mid_batch_skips_batch": "a fetch offset inside a batch starts at the next batch, losing that batch's "
+                                   "later records (Kafka: the containing batch is returned) — breaks "
+                                   "FETCH-MID-BATCH",
 }
 
 
