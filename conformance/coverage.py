@@ -30,6 +30,15 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "produce.acks_all_ok_after_shrink": ("ACKS-ALL-AFTER-APPEND",),
     "replication.truncate_to_hw": ("HW-FAILOVER",),
     "replication.ignore_diverging_epoch": ("TRUNCATE-BY-EPOCH",),
+    # fetch
+    "fetch.read_past_hw": ("FETCH-HW-CAP",),
+    "fetch.ignore_partition_max_bytes": ("FETCH-PARTITION-MAX-BYTES",),
+    "fetch.max_bytes_per_partition": ("FETCH-MAX-BYTES",),
+    "fetch.no_min_one": ("FETCH-FIRST-BATCH-WHOLE",),
+    "fetch.expired_at_leo_oor": ("FETCH-AT-LEO-EMPTY",),
+    "fetch.serve_below_log_start": ("FETCH-OOR-BELOW-LOG-START",),
+    "fetch.min_bytes_per_partition": ("FETCH-MULTI-PARTITION",),
+    "fetch.mid_batch_skips_batch": ("FETCH-MID-BATCH",),
 }
 
 

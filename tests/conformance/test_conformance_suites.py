@@ -100,6 +100,24 @@ FAULTS = [
     ("produce.acks_all_ok_after_shrink", ISR_HW, "shrinks_while_waiting", "ACKS-ALL-AFTER-APPEND", set()),
     ("replication.truncate_to_hw", ISR_HW, "across_failover", "HW-FAILOVER", set()),
     ("replication.ignore_diverging_epoch", ISR_HW, "truncates_by_leader_epoch", "TRUNCATE-BY-EPOCH", set()),
+    # fetch: each switch against its rule's checks (boundaries included) and a neighbour that must still pass
+    ("fetch.read_past_hw", FETCH, "capped_at_hw_while_follower_lags or never_pass or max_wait_zero_answers_at_once_on",
+     "FETCH-HW-CAP", {"FETCH-MAXWAIT-ZERO"}),
+    ("fetch.ignore_partition_max_bytes", FETCH, "partition_max_bytes or max_bytes_caps_the_response",
+     "FETCH-PARTITION-MAX-BYTES", {"FETCH-MAX-BYTES"}),
+    ("fetch.max_bytes_per_partition", FETCH, "max_bytes_shared or max_bytes_caps", "FETCH-MAX-BYTES",
+     {"FETCH-PARTITION-MAX-BYTES"}),
+    ("fetch.no_min_one", FETCH, "first_batch or partition_max_bytes_boundaries", "FETCH-FIRST-BATCH-WHOLE",
+     {"FETCH-PARTITION-MAX-BYTES"}),
+    ("fetch.expired_at_leo_oor", FETCH, "at_leo or above_leo or offset_positions or max_wait_honoured",
+     "FETCH-AT-LEO-EMPTY", {"FETCH-OOR-ABOVE-LEO", "FETCH-OOR-BELOW-LOG-START", "FETCH-MID-BATCH", "FETCH-HW-CAP",
+                            "FETCH-MAXWAIT-IDLE"}),
+    ("fetch.serve_below_log_start", FETCH, "below_log_start or log_start_passes or offset_positions",
+     "FETCH-OOR-BELOW-LOG-START", {"FETCH-AT-LEO-EMPTY", "FETCH-OOR-ABOVE-LEO", "FETCH-MID-BATCH", "FETCH-HW-CAP"}),
+    ("fetch.min_bytes_per_partition", FETCH, "accumulates_over_partitions or min_bytes_boundaries",
+     "FETCH-MULTI-PARTITION", {"FETCH-MINBYTES-GE"}),
+    ("fetch.mid_batch_skips_batch", FETCH, "offset_positions", "FETCH-MID-BATCH",
+     {"FETCH-AT-LEO-EMPTY", "FETCH-OOR-ABOVE-LEO", "FETCH-HW-CAP"}),
 ]
 
 
