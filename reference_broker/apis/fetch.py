@@ -9,7 +9,8 @@ Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``):
 - Reads: fetch offset below the log start offset or above the LEO is OFFSET_OUT_OF_RANGE (hw/lso/log start -1, as
   Kafka's createLogReadResult(e)); between the HW and the LEO the partition answers empty, no error.
 - Size: at most min(max_bytes, fetch.max.bytes) in all and partition_max_bytes per partition, whole batches only;
-  until some partition has returned data the first batch is returned whole even when larger (KIP-74).
+  until some partition has returned data the first batch is returned whole even when larger (KIP-74). Kafka may
+  cut a partition's last batch at the limit; we never do (GAPS.md).
 - read_committed reads to the last stable offset, which equals the HW (no transactions; GAPS.md).
 - Fetch sessions (KIP-227) are not kept: every answer has session_id 0 (sessionless), which clients must accept;
   an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND (GAPS.md).
