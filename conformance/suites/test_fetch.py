@@ -20,6 +20,7 @@ OOR = 1  # OFFSET_OUT_OF_RANGE
 SLACK_MS = 1500  # how late an answer may be, over the time the rule names, before we call it wrong
 EARLY_MS = 1000  # an answer the rule says is due "at once" must come within this
 TICK_MS = 5  # Kafka's purgatory timer wheel rounds expirations down to its 1 ms tick; allow a few ms early
+READ_MS = 200  # max_wait of reads with data readable (they answer at once; max_wait 0 is its own rule's business)
 PARK_MS = 400  # max_wait of boundary checks that must park: long enough to tell parked from answered at once
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
@@ -79,7 +80,7 @@ async def _fill(wire, topic: str, shapes, partition: int = 0) -> PartitionFetch:
     are the target's (measured), not the ones we sent."""
     for count, size, codec in shapes:
         await wire.produce(topic, partition, count=count, size=size, compression=codec)
-    p = (await wire.fetch([(topic, partition, 0)], max_wait_ms=0, min_bytes=0, label="layout")).part(topic, partition)
+    p = (await wire.fetch([(topic, partition, 0)], max_wait_ms=500, min_bytes=1, label="layout")).part(topic, partition)
     want = sum(count for count, _s, _c in shapes)
     assert p.error_code == 0 and p.offsets == list(range(want)), (
         f"setup: {len(shapes)} batches ({want} records) appended, a full read returned error {p.error_code}, "
@@ -394,7 +395,7 @@ async def test_partition_max_bytes_boundaries(wire, evidence, start, cap_spec):
     sizes = [b.size for b in layout]
     cap = _bytes(cap_spec, sizes)
     (n,) = _kafka_whole_batches([sizes], 50 << 20, [cap])
-    res = await wire.fetch([(topic, 0, layout[0].base_offset)], max_wait_ms=0, min_bytes=1, partition_max_bytes=cap,
+    res = await wire.fetch([(topic, 0, layout[0].base_offset)], max_wait_ms=READ_MS, min_bytes=1, partition_max_bytes=cap,
                            label=f"partition_max_bytes {cap}")
     p = res.part(topic)
     got = [(b.base_offset, b.size) for b in p.batches]
@@ -425,7 +426,7 @@ async def test_first_batch_whole_despite_limits(wire, evidence, start, max_spec,
     layout = (await _fill(wire, topic, SHAPES)).batches[start:]
     sizes = [b.size for b in layout]
     max_bytes, cap = _bytes(max_spec, sizes), _bytes(cap_spec, sizes)
-    res = await wire.fetch([(topic, 0, layout[0].base_offset)], max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
+    res = await wire.fetch([(topic, 0, layout[0].base_offset)], max_wait_ms=READ_MS, min_bytes=1, max_bytes=max_bytes,
                            partition_max_bytes=cap, label=f"max_bytes {max_bytes}, partition_max_bytes {cap}")
     p = res.part(topic)
     evidence.note("first_batch_bytes", sizes[0])
@@ -455,7 +456,7 @@ async def test_max_bytes_shared_in_request_order(wire, evidence, max_spec):
     sizes = [[b.size for b in layouts[i]] for i in MAX_BYTES_ORDER]
     max_bytes = _bytes(max_spec, [s for ss in sizes for s in ss])
     counts = _kafka_whole_batches(sizes, max_bytes, [1 << 20] * 3)
-    res = await wire.fetch([(topic, i, 0) for i in MAX_BYTES_ORDER], max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
+    res = await wire.fetch([(topic, i, 0) for i in MAX_BYTES_ORDER], max_wait_ms=READ_MS, min_bytes=1, max_bytes=max_bytes,
                            label=f"max_bytes {max_bytes}")
     got = {i: [(b.base_offset, b.size) for b in res.part(topic, i).batches] for i in MAX_BYTES_ORDER}
     want = {i: [(b.base_offset, b.size) for b in layouts[i][:n]]
@@ -541,13 +542,13 @@ def _pos(case_id: str, delete_to: int | None, offset, max_wait_ms: int, expect: 
 
 
 POSITION_CASES = [  # fetch offset: an int, or "hw" / "leo" / "leo+1" of the 40-record log (batches 0-9, 10-29, 30-39)
-    _pos("log-start-mid-batch", 15, 15, 0, "from", "FETCH-OOR-BELOW-LOG-START", "FETCH-MID-BATCH"),
+    _pos("log-start-mid-batch", 15, 15, READ_MS, "from", "FETCH-OOR-BELOW-LOG-START", "FETCH-MID-BATCH"),
     _pos("log-start-1", 15, 14, 2000, "oor", "FETCH-OOR-BELOW-LOG-START"),
     _pos("zero-below-log-start", 15, 0, 2000, "oor", "FETCH-OOR-BELOW-LOG-START"),
-    _pos("batch-base", None, 10, 0, "from", "FETCH-MID-BATCH"),
-    _pos("batch-last-offset", None, 9, 0, "from", "FETCH-MID-BATCH"),
-    _pos("mid-batch", None, 5, 0, "from", "FETCH-MID-BATCH"),
-    _pos("mid-gzip-batch", None, 25, 0, "from", "FETCH-MID-BATCH"),
+    _pos("batch-base", None, 10, READ_MS, "from", "FETCH-MID-BATCH"),
+    _pos("batch-last-offset", None, 9, READ_MS, "from", "FETCH-MID-BATCH"),
+    _pos("mid-batch", None, 5, READ_MS, "from", "FETCH-MID-BATCH"),
+    _pos("mid-gzip-batch", None, 25, READ_MS, "from", "FETCH-MID-BATCH"),
     _pos("at-hw", None, "hw", 0, "empty", "FETCH-HW-CAP"),
     _pos("at-leo", None, "leo", PARK_MS, "empty", "FETCH-AT-LEO-EMPTY"),
     _pos("at-leo-no-wait", None, "leo", 0, "empty", "FETCH-AT-LEO-EMPTY"),
