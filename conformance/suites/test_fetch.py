@@ -4,6 +4,12 @@ Every check talks the wire protocol (``wire`` fixture) so codes and round-trip t
 the evidence and become the report's timing plots. Timing windows are generous on the slow side (a loaded CI box
 or Docker adds latency) and strict on the rule's side (answering *before* max_wait, or long *after* an append
 made the fetch satisfiable, is the divergence).
+
+Boundary checks (ids name the boundary: ``zero``, ``first-1``, ``leo+1``, ``int32-max`` ...) use realistic logs —
+batches of 10-20 records, one gzip — and measure the batch sizes the target stores instead of assuming them;
+size expectations come from a small model of Kafka's readFromLocalLog (``_kafka_whole_batches``). Each rule has a
+reference-broker fault switch that breaks it (conformance/coverage.py BREAKS), so every check here is shown able
+to fail.
 """
 from __future__ import annotations
 
