@@ -49,8 +49,9 @@ FAULTS: dict[str, str] = {
                                      "budget shrinks by what earlier partitions returned) — breaks FETCH-MAX-BYTES",
     "fetch.no_min_one": "a first batch larger than the limits is not returned (Kafka: returned whole, KIP-74 "
                         "minOneMessage) — breaks FETCH-FIRST-BATCH-WHOLE",
-    "fetch.expired_at_leo_oor": "a parked fetch at the LEO of a non-empty log answers OFFSET_OUT_OF_RANGE when "
-                                "max_wait expires (Kafka: empty, no error) — breaks FETCH-AT-LEO-EMPTY",
+    "fetch.expired_at_leo_oor": "a parked consumer fetch at the LEO of a non-empty log answers "
+                                "OFFSET_OUT_OF_RANGE when max_wait expires (Kafka: empty, no error) — breaks "
+                                "FETCH-AT-LEO-EMPTY",
     "fetch.serve_below_log_start": "a fetch below the log start offset reads from the log start, no error (Kafka: "
                                    "OFFSET_OUT_OF_RANGE) — breaks FETCH-OOR-BELOW-LOG-START",
     "fetch.min_bytes_per_partition": "min_bytes is compared with each partition's bytes, not their sum "

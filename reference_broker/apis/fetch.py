@@ -82,7 +82,7 @@ def read_all(b, statuses: list[FetchPartitionStatus], max_bytes: int, isolation:
         offset = st.fetch_offset
         if faults.on("fetch.serve_below_log_start") and offset < p.log.log_start_offset:
             offset = p.log.log_start_offset
-        if expired and faults.on("fetch.expired_at_leo_oor") and \
+        if expired and replica_id < 0 and faults.on("fetch.expired_at_leo_oor") and \
                 offset == p.log.log_end_offset > p.log.log_start_offset:
             out.append((st, E.OffsetOutOfRangeError.errno, b"", -1, -1, -1, None))
             continue
