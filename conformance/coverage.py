@@ -39,6 +39,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "fetch.serve_below_log_start": ("FETCH-OOR-BELOW-LOG-START",),
     "fetch.min_bytes_per_partition": ("FETCH-MULTI-PARTITION",),
     "fetch.mid_batch_skips_batch": ("FETCH-MID-BATCH",),
+    "fetch.min_bytes_uncapped": ("FETCH-MINBYTES-PARTITION-CAP",),
 }
 
 

@@ -59,6 +59,9 @@ FAULTS: dict[str, str] = {
     "fetch.mid_batch_skips_batch": "a fetch offset inside a batch starts at the next batch, losing that batch's "
                                    "later records (Kafka: the containing batch is returned) — breaks "
                                    "FETCH-MID-BATCH",
+    "fetch.min_bytes_uncapped": "a parked fetch counts every byte after its fetch offset toward min_bytes, not at "
+                                "most partition_max_bytes per partition (DelayedFetch.tryComplete caps) — breaks "
+                                "FETCH-MINBYTES-PARTITION-CAP",
 }
 
 

@@ -42,6 +42,10 @@ rule("FETCH-MAXWAIT-ZERO", "max_wait_ms <= 0 (0 or negative) answers at once wit
 rule("FETCH-MINBYTES-GE", "Readable record bytes >= min_bytes complete a fetch at once; exactly min_bytes suffices, "
      "one byte less parks it", "DelayedFetch.tryComplete Case G (accumulatedSize >= fetchMinBytes); "
      "ReplicaManager.fetchMessages", SUITE)
+rule("FETCH-MINBYTES-PARTITION-CAP", "Toward min_bytes a partition counts at most its partition_max_bytes: when "
+     "the caps sum to less than min_bytes the fetch waits for max_wait, however much the log holds",
+     "DelayedFetch.tryComplete (bytesAvailable = min(positionDiff, fetchInfo.maxBytes)); ReplicaManager."
+     "fetchMessages (bytesReadable counts what was read)", SUITE)
 rule("FETCH-WAKE-ON-APPEND", "A parked fetch completes as soon as an append makes min_bytes readable, not at "
      "max_wait", "Partition.tryCompleteDelayedRequests after appendRecordsToLeader; DelayedFetch.tryComplete "
      "Case G", SUITE)
@@ -256,6 +260,36 @@ async def test_min_bytes_zero_on_empty_log_answers_at_once(wire, evidence):
     p = res.part(topic)
     assert p.error_code == 0 and p.records_bytes == 0, f"error {p.error_code}, {p.records_bytes} bytes"
     assert res.rtt_ms <= EARLY_MS, f"min_bytes 0 must answer at once; took {res.rtt_ms:.0f} ms of max_wait 3000"
+
+
+@pytest.mark.parametrize(("cap_batches", "parks"), [
+    pytest.param(1, True, id="cap-below-min_bytes", marks=pytest.mark.rule("FETCH-MINBYTES-PARTITION-CAP")),
+    pytest.param(2, False, id="cap-equals-min_bytes",
+                 marks=pytest.mark.rule("FETCH-MINBYTES-PARTITION-CAP", "FETCH-MINBYTES-GE"))])
+async def test_min_bytes_capped_by_partition_max_bytes(wire, evidence, cap_batches, parks):
+    """Four batches readable, min_bytes = the first two: with partition_max_bytes one batch the partition counts
+    one batch and the fetch waits for max_wait (then returns that batch); with two batches it answers at once."""
+    topic = await wire.create_topic()
+    layout = (await _fill(wire, topic, SHAPES)).batches
+    sizes = [b.size for b in layout]
+    min_bytes, cap = sum(sizes[:2]), sum(sizes[:cap_batches])
+    wait = PARK_MS if parks else 3000
+    res = await wire.fetch([(topic, 0, 0)], max_wait_ms=wait, min_bytes=min_bytes, partition_max_bytes=cap,
+                           label=f"min_bytes {min_bytes}, partition_max_bytes {cap}")
+    p = res.part(topic)
+    evidence.note("batch_sizes", sizes)
+    got = [(b.base_offset, b.size) for b in p.batches]
+    want = [(b.base_offset, b.size) for b in layout[:cap_batches]]
+    if parks:
+        _timing(evidence, "partition cap < min_bytes", res.rtt_ms, wait, wait + SLACK_MS, max_wait_ms=wait)
+        assert res.rtt_ms >= wait - TICK_MS, (
+            f"partition_max_bytes {cap} < min_bytes {min_bytes}: the partition counts at most {cap} bytes, yet the "
+            f"fetch answered after {res.rtt_ms:.0f} ms (< max_wait {wait}) although {sum(sizes)} bytes are in the log")
+    else:
+        _timing(evidence, "partition cap == min_bytes", res.rtt_ms, None, EARLY_MS, max_wait_ms=wait)
+        assert res.rtt_ms <= EARLY_MS, (f"partition_max_bytes {cap} == min_bytes: answered after {res.rtt_ms:.0f} ms "
+                                        f"(max_wait {wait})")
+    assert p.error_code == 0 and got == want, f"expected {want} (partition_max_bytes {cap}), got {got}"
 
 
 # -- early completion on append --------------------------------------------------------------------------------

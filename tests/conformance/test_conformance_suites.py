@@ -118,6 +118,8 @@ FAULTS = [
      "FETCH-MULTI-PARTITION", {"FETCH-MINBYTES-GE"}),
     ("fetch.mid_batch_skips_batch", FETCH, "offset_positions", "FETCH-MID-BATCH",
      {"FETCH-AT-LEO-EMPTY", "FETCH-OOR-ABOVE-LEO", "FETCH-HW-CAP"}),
+    ("fetch.min_bytes_uncapped", FETCH, "min_bytes_capped or min_bytes_boundaries", "FETCH-MINBYTES-PARTITION-CAP",
+     {"FETCH-MINBYTES-GE"}),
 ]
 
 
