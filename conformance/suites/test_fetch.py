@@ -263,7 +263,9 @@ async def test_min_bytes_zero_on_empty_log_answers_at_once(wire, evidence):
 
 
 @pytest.mark.parametrize(("cap_batches", "parks"), [
-    pytest.param(1, True, id="cap-below-min_bytes", marks=pytest.mark.rule("FETCH-MINBYTES-PARTITION-CAP")),
+    # (a broker that ignores partition_max_bytes in its reads counts every byte too: FETCH-PARTITION-MAX-BYTES)
+    pytest.param(1, True, id="cap-below-min_bytes",
+                 marks=pytest.mark.rule("FETCH-MINBYTES-PARTITION-CAP", "FETCH-PARTITION-MAX-BYTES")),
     pytest.param(2, False, id="cap-equals-min_bytes",
                  marks=pytest.mark.rule("FETCH-MINBYTES-PARTITION-CAP", "FETCH-MINBYTES-GE"))])
 async def test_min_bytes_capped_by_partition_max_bytes(wire, evidence, cap_batches, parks):
@@ -278,8 +280,6 @@ async def test_min_bytes_capped_by_partition_max_bytes(wire, evidence, cap_batch
                            label=f"min_bytes {min_bytes}, partition_max_bytes {cap}")
     p = res.part(topic)
     evidence.note("batch_sizes", sizes)
-    got = [(b.base_offset, b.size) for b in p.batches]
-    want = [(b.base_offset, b.size) for b in layout[:cap_batches]]
     if parks:
         _timing(evidence, "partition cap < min_bytes", res.rtt_ms, wait, wait + SLACK_MS, max_wait_ms=wait)
         assert res.rtt_ms >= wait - TICK_MS, (
@@ -289,7 +289,10 @@ async def test_min_bytes_capped_by_partition_max_bytes(wire, evidence, cap_batch
         _timing(evidence, "partition cap == min_bytes", res.rtt_ms, None, EARLY_MS, max_wait_ms=wait)
         assert res.rtt_ms <= EARLY_MS, (f"partition_max_bytes {cap} == min_bytes: answered after {res.rtt_ms:.0f} ms "
                                         f"(max_wait {wait})")
-    assert p.error_code == 0 and got == want, f"expected {want} (partition_max_bytes {cap}), got {got}"
+    # (how much comes back is FETCH-PARTITION-MAX-BYTES' business; here: the readable data, from the first batch)
+    assert p.error_code == 0 and p.batches and p.batches[0].base_offset == 0, (
+        f"expected the readable batches from offset 0, got error {p.error_code}, "
+        f"{[(b.base_offset, b.size) for b in p.batches]}")
 
 
 # -- early completion on append --------------------------------------------------------------------------------
