@@ -37,8 +37,8 @@ BREAKS: dict[str, tuple[str, ...]] = {
     # clients (conformance/suites/test_clients.py)
     "fetch.drop_headers": ("FETCH-RECORDS-AS-PRODUCED",),
     "fetch.swap_producer_batches": ("FETCH-RECORDS-AS-PRODUCED",),
-    "fetch.compressed_base_is_last": ("FETCH-RECORDS-AS-PRODUCED", "FETCH-MID-BATCH"),
-    "fetch.mid_batch_next_batch": ("FETCH-MID-BATCH", "RESET-BATCHED"),
+    "fetch.compressed_base_is_last": ("FETCH-RECORDS-AS-PRODUCED", "CONSUMER-MID-BATCH"),
+    "fetch.mid_batch_next_batch": ("FETCH-MID-BATCH", "CONSUMER-MID-BATCH", "RESET-BATCHED"),
     "produce.ignore_max_message_bytes": ("PRODUCE-MAX-MESSAGE-BYTES",),
     "list_offsets.latest_is_last_batch_base": ("RESET-BATCHED",),
     "offsets.uncommitted_is_zero": ("RESET-BATCHED", "RESET-NONE", "RESET-LATEST", "OFFSETS-COMMIT-ROUNDTRIP"),
@@ -55,6 +55,15 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "list_offsets.max_timestamp_batch_last": ("LIST-OFFSETS-MAX-TIMESTAMP",),
     "list_offsets.earliest_local_unknown": ("LIST-OFFSETS-EARLIEST-LOCAL",),
     "list_offsets.latest_tiered_is_latest": ("LIST-OFFSETS-LATEST-TIERED",),
+    # fetch
+    "fetch.read_past_hw": ("FETCH-HW-CAP",),
+    "fetch.ignore_partition_max_bytes": ("FETCH-PARTITION-MAX-BYTES",),
+    "fetch.max_bytes_per_partition": ("FETCH-MAX-BYTES",),
+    "fetch.no_min_one": ("FETCH-FIRST-BATCH-WHOLE",),
+    "fetch.expired_at_leo_oor": ("FETCH-AT-LEO-EMPTY",),
+    "fetch.serve_below_log_start": ("FETCH-OOR-BELOW-LOG-START",),
+    "fetch.min_bytes_per_partition": ("FETCH-MULTI-PARTITION",),
+    "fetch.min_bytes_uncapped": ("FETCH-MINBYTES-PARTITION-CAP",),
 }
 
 

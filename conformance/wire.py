@@ -68,6 +68,7 @@ API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCo
             "DescribeConfigs": 32, "ElectLeaders": 43}
 EARLIEST, LATEST = -2, -1
 NONE = 0
+GZIP = 1  # record batch compression codec (attributes bits 0-2)
 DEFAULT_TIMEOUT_S = 30.0
 _topic_seq = itertools.count()
 
@@ -82,9 +83,10 @@ def unique_name(prefix: str = "kct") -> str:
 
 
 def record_batch(payloads: Sequence[bytes | None], *, key: bytes | None = None,
-                 timestamp_ms: int = 1_700_000_000_000) -> bytes:
-    """One record batch v2 (magic 2, uncompressed) built by kafka.record; record i has timestamp base+i."""
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                 timestamp_ms: int = 1_700_000_000_000, compression: int = 0) -> bytes:
+    """One record batch v2 (magic 2) built by kafka.record; record i has timestamp base+i. ``compression`` is the
+    batch's codec (0 none, 1 gzip: the one every client and broker has, see ``GZIP``)."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=False, producer_id=-1,
                                   producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
     for i, v in enumerate(payloads):
         b.append(i, timestamp=timestamp_ms + i, key=key, value=v, headers=[])
@@ -163,7 +165,7 @@ class ProduceResult:
     base_offset: int
     rtt_ms: float
     values: list[int]
-    batch_bytes: int  # size of the batch we sent; a v2 uncompressed batch keeps its size in the log
+    batch_bytes: int  # size of the batch we sent; a v2 batch kept as sent has this size in the log
     log_start_offset: int = -1
 
 
@@ -385,11 +387,12 @@ class Wire:
 
     async def produce(self, topic: str, partition: int = 0, *, count: int = 1, size: int = 0,
                       payloads: Sequence[bytes | None] | None = None, acks: int = -1, check: bool = True,
-                      timestamp_ms: int = 1_700_000_000_000, timeout_ms: int = 10000) -> ProduceResult:
+                      timestamp_ms: int = 1_700_000_000_000, timeout_ms: int = 10000,
+                      compression: int = 0) -> ProduceResult:
         """Append ONE batch of ``count`` records, each ``size`` bytes of payload (unique values, recorded).
 
         ``payloads`` overrides the generated ones (then history values are the decoded payloads). With ``check``
-        a non-zero error code is a divergence.
+        a non-zero error code is a divergence. ``compression`` (e.g. ``GZIP``) compresses the batch.
         """
         if payloads is None:
             values = [self.new_value() for _ in range(count)]
@@ -397,7 +400,7 @@ class Wire:
         else:
             values = [decode_value(p) for p in payloads]  # type: ignore[misc]
         limit = max(self.timeout_s, timeout_ms / 1000 + 10)
-        batch = record_batch(payloads, timestamp_ms=timestamp_ms)
+        batch = record_batch(payloads, timestamp_ms=timestamp_ms, compression=compression)
         recs = [{"topic": topic, "partition": partition, "key": None, "value": v} for v in values]
         summary = {"topic": topic, "partition": partition, "acks": acks, "records": len(payloads),
                    "batch_bytes": len(batch)}

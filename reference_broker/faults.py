@@ -12,7 +12,8 @@ FAULTS: dict[str, str] = {
     "fetch.min_bytes_exclusive": "DelayedFetch Case G completes only at accumulated > min_bytes (Kafka: >=)",
     "fetch.no_wake_on_append": "an append does not wake parked fetches; they answer only at max_wait",
     "fetch.ignore_max_wait": "a fetch that would park is answered at once, empty",
-    "fetch.read_past_hw": "consumers read up to the log end offset instead of the high watermark",
+    "fetch.read_past_hw": "consumers read up to the log end offset instead of the high watermark — breaks "
+                          "FETCH-HW-CAP",
     "fetch.oor_as_empty": "fetch offsets beyond the log end answer empty instead of OFFSET_OUT_OF_RANGE",
     "offsets.accept_stale_generation": "OffsetCommit ignores the generation (Kafka: ILLEGAL_GENERATION)",
     "offsets.forget_on_restart": "committed offsets are not replayed when the broker restarts",
@@ -56,10 +57,11 @@ FAULTS: dict[str, str] = {
                                    "producers were told) — breaks FETCH-RECORDS-AS-PRODUCED",
     "fetch.compressed_base_is_last": "a compressed batch carries its last offset as its base offset (the magic v0/v1 "
                                      "wrapper rule applied to v2) — breaks FETCH-RECORDS-AS-PRODUCED and "
-                                     "FETCH-MID-BATCH (its seek reads a compressed batch)",
+                                     "CONSUMER-MID-BATCH (its seek reads a compressed batch)",
     "fetch.mid_batch_next_batch": "a fetch offset inside a batch gets the next batch instead of the one containing "
                                   "it (Kafka: LogSegment.read starts at the containing batch) — breaks "
-                                  "FETCH-MID-BATCH and RESET-BATCHED (earliest from a mid-batch log start)",
+                                  "FETCH-MID-BATCH, CONSUMER-MID-BATCH and RESET-BATCHED (earliest from a mid-batch "
+                                  "log start)",
     "produce.ignore_max_message_bytes": "batches above max.message.bytes are appended (Kafka: MESSAGE_TOO_LARGE) — "
                                         "breaks PRODUCE-MAX-MESSAGE-BYTES",
     "list_offsets.latest_is_last_batch_base": "ListOffsets LATEST answers the base offset of the last batch (Kafka: "
@@ -92,6 +94,23 @@ FAULTS: dict[str, str] = {
                                            "timestamp (Kafka: the local log start) — breaks LIST-OFFSETS-EARLIEST-LOCAL",
     "list_offsets.latest_tiered_is_latest": "ListOffsets LATEST_TIERED (-5) answers the HW as if LATEST (Kafka "
                                             "without remote storage: -1) — breaks LIST-OFFSETS-LATEST-TIERED",
+    # fetch (issue 12, teeth for the fetch suite; fetch.read_past_hw above breaks FETCH-HW-CAP)
+    "fetch.ignore_partition_max_bytes": "a partition's read is capped by the remaining max_bytes only, ignoring "
+                                        "partition_max_bytes — breaks FETCH-PARTITION-MAX-BYTES",
+    "fetch.max_bytes_per_partition": "max_bytes is not shared: every partition may use all of it (Kafka: the "
+                                     "budget shrinks by what earlier partitions returned) — breaks FETCH-MAX-BYTES",
+    "fetch.no_min_one": "a first batch larger than the limits is not returned (Kafka: returned whole, KIP-74 "
+                        "minOneMessage) — breaks FETCH-FIRST-BATCH-WHOLE",
+    "fetch.expired_at_leo_oor": "a parked consumer fetch at the LEO of a non-empty log answers "
+                                "OFFSET_OUT_OF_RANGE when max_wait expires (Kafka: empty, no error) — breaks "
+                                "FETCH-AT-LEO-EMPTY",
+    "fetch.serve_below_log_start": "a fetch below the log start offset reads from the log start, no error (Kafka: "
+                                   "OFFSET_OUT_OF_RANGE) — breaks FETCH-OOR-BELOW-LOG-START",
+    "fetch.min_bytes_per_partition": "min_bytes is compared with each partition's bytes, not their sum "
+                                     "(DelayedFetch Case G sums) — breaks FETCH-MULTI-PARTITION",
+    "fetch.min_bytes_uncapped": "a parked fetch counts every byte after its fetch offset toward min_bytes, not at "
+                                "most partition_max_bytes per partition (DelayedFetch.tryComplete caps) — breaks "
+                                "FETCH-MINBYTES-PARTITION-CAP",
 }
 
 

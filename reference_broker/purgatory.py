@@ -119,7 +119,8 @@ class FetchPartitionStatus:
 
 class DelayedFetch(DelayedOperation):
     def __init__(self, partitions: list[FetchPartitionStatus], lookup: Lookup, min_bytes: int,
-                 isolation: FetchIsolation, is_follower: bool, min_bytes_exclusive: bool = False) -> None:
+                 isolation: FetchIsolation, is_follower: bool, min_bytes_exclusive: bool = False,
+                 min_bytes_per_partition: bool = False, min_bytes_uncapped: bool = False) -> None:
         super().__init__()
         self.partitions = partitions
         self.lookup = lookup
@@ -127,6 +128,8 @@ class DelayedFetch(DelayedOperation):
         self.isolation = isolation
         self.is_follower = is_follower
         self.min_bytes_exclusive = min_bytes_exclusive     # test-only fault switch (faults.py)
+        self.min_bytes_per_partition = min_bytes_per_partition     # fetch.min_bytes_per_partition fault switch
+        self.min_bytes_uncapped = min_bytes_uncapped               # fetch.min_bytes_uncapped fault switch
         self.keys = [(st.topic, st.partition_index) for st in partitions if st.known]
 
     def try_complete(self) -> bool:
@@ -149,7 +152,10 @@ class DelayedFetch(DelayedOperation):
                     return self.force_complete("Case F: fetch offset beyond the readable end after truncation")
                 if p.log.log_start_offset > st.fetch_offset:
                     return self.force_complete("Case F: fetch offset no longer in the log")
-                accumulated += min(p.log.bytes_between(st.fetch_offset, end), st.partition_max_bytes)
+                got = p.log.bytes_between(st.fetch_offset, end)
+                if not self.min_bytes_uncapped:
+                    got = min(got, st.partition_max_bytes)
+                accumulated = max(accumulated, got) if self.min_bytes_per_partition else accumulated + got
             if self.is_follower and p.diverging_epoch(st.fetch_offset, st.last_fetched_epoch) is not None:
                 return self.force_complete("Case H: diverging epoch")
         if accumulated > self.min_bytes or (accumulated == self.min_bytes and not self.min_bytes_exclusive):

@@ -88,7 +88,9 @@ class ReplicaManager:
     async def park_fetch(self, statuses: list[FetchPartitionStatus], min_bytes: int, isolation, is_follower: bool,
                          max_wait_s: float) -> str:
         op = DelayedFetch(statuses, self.get, min_bytes, isolation, is_follower,
-                          min_bytes_exclusive=self.faults.on("fetch.min_bytes_exclusive"))
+                          min_bytes_exclusive=self.faults.on("fetch.min_bytes_exclusive"),
+                          min_bytes_per_partition=self.faults.on("fetch.min_bytes_per_partition"),
+                          min_bytes_uncapped=self.faults.on("fetch.min_bytes_uncapped"))
         return await self.fetch_purgatory.park(op, max_wait_s)
 
     async def wait_replicated(self, statuses: list[ProducePartitionStatus], timeout_s: float) -> None:

@@ -41,8 +41,9 @@ rule("FETCH-RECORDS-AS-PRODUCED", "Every acknowledged record is fetched exactly 
 rule("PRODUCE-MAX-MESSAGE-BYTES", "A record batch of exactly max.message.bytes is appended; one byte more is "
      "MESSAGE_TOO_LARGE and nothing of it is written", "UnifiedLog.analyzeAndValidateRecords (batch size > "
      "config.maxMessageSize -> RecordTooLargeException, error MESSAGE_TOO_LARGE)", SUITE)
-rule("FETCH-MID-BATCH", "A fetch at an offset inside a (compressed) batch returns the batch containing it; the "
-     "client skips the records below its position, so a seek or a committed offset in the middle of a batch "
+rule("CONSUMER-MID-BATCH", "A consumer positioned inside a (compressed) batch gets the batch containing it "
+     "(FETCH-MID-BATCH) and skips the records below its position, so a seek or a committed offset in the middle of "
+     "a batch "
      "resumes at exactly that offset", "LogSegment.read (translateOffset: the batch whose last offset >= the fetch "
      "offset); consumer CompletedFetch / librdkafka msgset reader skip records below the fetch position", SUITE)
 rule("RESET-BATCHED", "auto.offset.reset on a log of multi-record batches: earliest starts at the log start offset "
@@ -361,7 +362,7 @@ async def test_records_near_max_message_bytes_through_clients(client, wire, wire
 
 
 # -- fetch inside a batch ------------------------------------------------------------------------------------------
-@pytest.mark.rule("FETCH-MID-BATCH")
+@pytest.mark.rule("CONSUMER-MID-BATCH")
 @pytest.mark.parametrize("client", CLIENTS)
 async def test_seek_into_the_middle_of_a_compressed_batch(client, wire, bootstrap, history, evidence):
     topic, sent, batches = await batched_topic(wire, client, bootstrap, history, evidence, compression="gzip")
@@ -377,7 +378,7 @@ async def test_seek_into_the_middle_of_a_compressed_batch(client, wire, bootstra
     assert not problems, f"{client} seek to {mid} (inside a gzip batch):\n" + "\n".join(problems)
 
 
-@pytest.mark.rule("FETCH-MID-BATCH")
+@pytest.mark.rule("CONSUMER-MID-BATCH")
 @pytest.mark.parametrize("client", CLIENTS)
 async def test_resume_from_offset_committed_mid_batch(client, wire, bootstrap, history, evidence):
     topic, sent, batches = await batched_topic(wire, client, bootstrap, history, evidence)

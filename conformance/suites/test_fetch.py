@@ -4,6 +4,12 @@ Every check talks the wire protocol (``wire`` fixture) so codes and round-trip t
 the evidence and become the report's timing plots. Timing windows are generous on the slow side (a loaded CI box
 or Docker adds latency) and strict on the rule's side (answering *before* max_wait, or long *after* an append
 made the fetch satisfiable, is the divergence).
+
+Boundary checks (ids name the boundary: ``zero``, ``first-1``, ``leo+1``, ``int32-max`` ...) use realistic logs —
+batches of 10-20 records, one gzip — and measure the batch sizes the target stores instead of assuming them;
+size expectations come from a small model of Kafka's readFromLocalLog (``_kafka_whole_batches``). Each rule has a
+reference-broker fault switch that breaks it (conformance/coverage.py BREAKS), so every check here is shown able
+to fail.
 """
 from __future__ import annotations
 
@@ -13,31 +19,45 @@ import time
 import pytest
 
 from conformance.rules import rule
+from conformance.wire import GZIP, PartitionFetch
 
 SUITE = "fetch"
 OOR = 1  # OFFSET_OUT_OF_RANGE
 SLACK_MS = 1500  # how late an answer may be, over the time the rule names, before we call it wrong
 EARLY_MS = 1000  # an answer the rule says is due "at once" must come within this
 TICK_MS = 5  # Kafka's purgatory timer wheel rounds expirations down to its 1 ms tick; allow a few ms early
+READ_MS = 200  # max_wait of reads with data readable (they answer at once; max_wait 0 is its own rule's business)
+PARK_MS = 400  # max_wait of boundary checks that must park: long enough to tell parked from answered at once
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+# Realistic batch shapes for boundary checks: (records, payload bytes each, codec). Offsets: 0-9, 10-29 (gzip),
+# 30-39, 40-49.
+SHAPES = ((10, 60, 0), (20, 60, GZIP), (10, 60, 0), (10, 60, 0))
 
 rule("FETCH-MAXWAIT-IDLE", "A fetch that cannot reach min_bytes on an idle partition is held for max_wait_ms, "
      "then answered empty without error", "ReplicaManager.fetchMessages (delayed when bytes < fetchMinBytes); "
      "DelayedFetch.onExpiration", SUITE)
-rule("FETCH-MAXWAIT-ZERO", "max_wait_ms=0 answers at once with whatever is readable",
+rule("FETCH-MAXWAIT-ZERO", "max_wait_ms <= 0 (0 or negative) answers at once with whatever is readable",
      "ReplicaManager.fetchMessages: respond immediately if params.maxWaitMs <= 0", SUITE)
 rule("FETCH-MINBYTES-GE", "Readable record bytes >= min_bytes complete a fetch at once; exactly min_bytes suffices, "
      "one byte less parks it", "DelayedFetch.tryComplete Case G (accumulatedSize >= fetchMinBytes); "
      "ReplicaManager.fetchMessages", SUITE)
+rule("FETCH-MINBYTES-PARTITION-CAP", "Toward min_bytes a partition counts at most its partition_max_bytes: when "
+     "the caps sum to less than min_bytes the fetch waits for max_wait, however much the log holds",
+     "DelayedFetch.tryComplete (bytesAvailable = min(positionDiff, fetchInfo.maxBytes)); ReplicaManager."
+     "fetchMessages (bytesReadable counts what was read)", SUITE)
 rule("FETCH-WAKE-ON-APPEND", "A parked fetch completes as soon as an append makes min_bytes readable, not at "
      "max_wait", "Partition.tryCompleteDelayedRequests after appendRecordsToLeader; DelayedFetch.tryComplete "
      "Case G", SUITE)
 rule("FETCH-HW-CAP", "Consumers (replica_id -1) only receive records below the high watermark; a fetch between "
      "the HW and the LEO is empty, not an error", "FetchIsolation.HIGH_WATERMARK; Partition.fetchRecords / "
      "UnifiedLog.read(maxOffset = highWatermark)", SUITE)
-rule("FETCH-PARTITION-MAX-BYTES", "Each partition returns at most partition_max_bytes, in whole batches, unless its "
-     "first batch alone is larger (KIP-74)", "KIP-74; ReplicaManager.readFromLocalLog (partitionFetchSize)", SUITE)
-rule("FETCH-MAX-BYTES", "The whole response holds at most max_bytes of records (whole batches), partitions filled "
-     "in request order", "KIP-74; ReplicaManager.readFromLocalLog (limitBytes shrinks per partition)", SUITE)
+rule("FETCH-PARTITION-MAX-BYTES", "Each partition returns at most partition_max_bytes of records (a trailing "
+     "batch may be cut, clients drop it), unless its first batch alone is larger (KIP-74)",
+     "KIP-74; ReplicaManager.readFromLocalLog (partitionFetchSize); LogSegment.read (log.slice)", SUITE)
+rule("FETCH-MAX-BYTES", "The whole response holds at most max_bytes of records, partitions filled in request order: "
+     "each partition's bytes (a cut trailing batch included) shrink what later ones may return",
+     "KIP-74; ReplicaManager.readFromLocalLog (limitBytes shrinks per partition)", SUITE)
 rule("FETCH-FIRST-BATCH-WHOLE", "The first batch is returned whole even when larger than max_bytes and "
      "partition_max_bytes, so a consumer always makes progress", "KIP-74 (minOneMessage until a partition "
      "returned data)", SUITE)
@@ -50,6 +70,10 @@ rule("FETCH-OOR-BELOW-LOG-START", "After DeleteRecords, a fetch below the new lo
      "OFFSET_OUT_OF_RANGE and the partition reports the new log start offset",
      "UnifiedLog.read (startOffset < logStartOffset); KIP-107 DeleteRecords; DelayedFetch.tryComplete Case C",
      SUITE)
+rule("FETCH-MID-BATCH", "A fetch offset inside a batch (compressed or not) returns that batch whole, from its "
+     "base offset; records below the fetch offset are the client's to skip",
+     "LogSegment.read / LogSegment.translateOffset (the batch whose last offset >= the fetch offset); "
+     "consumer CompletedFetch skips records below the fetch position", SUITE)
 rule("FETCH-MULTI-PARTITION", "min_bytes counts bytes summed over all partitions of a fetch: appends to several "
      "partitions together complete it", "DelayedFetch.tryComplete Case G (accumulatedSize over "
      "fetchPartitionStatus)", SUITE)
@@ -61,9 +85,50 @@ def _timing(evidence, label: str, measured: float, lo: float | None, hi: float |
     evidence.timing(label, measured, expect_min_ms=lo, expect_max_ms=hi, **ctx)
 
 
+async def _fill(wire, topic: str, shapes, partition: int = 0) -> PartitionFetch:
+    """Append one batch per shape, then read the partition back whole: the batch sizes the checks reason about
+    are the target's (measured), not the ones we sent."""
+    for count, size, codec in shapes:
+        await wire.produce(topic, partition, count=count, size=size, compression=codec)
+    p = (await wire.fetch([(topic, partition, 0)], max_wait_ms=500, min_bytes=1, label="layout")).part(topic, partition)
+    want = sum(count for count, _s, _c in shapes)
+    assert p.error_code == 0 and p.offsets == list(range(want)), (
+        f"setup: {len(shapes)} batches ({want} records) appended, a full read returned error {p.error_code}, "
+        f"offsets {p.offsets[:5]}..{p.offsets[-3:]}")
+    return p
+
+
+def _bytes(spec, sizes: list[int]) -> int:
+    """A byte limit: an int as is, or (k, delta) = the first k batch sizes summed, plus delta."""
+    if isinstance(spec, int):
+        return spec
+    k, delta = spec
+    return sum(sizes[:k]) + delta
+
+
+def _kafka_whole_batches(layouts: list[list[int]], max_bytes: int, caps: list[int]) -> list[int]:
+    """Whole batches per partition (request order) Kafka's ReplicaManager.readFromLocalLog returns: each
+    partition reads min(partition_max_bytes, bytes left), at least its first batch until a partition returned
+    data (minOneMessage, KIP-74); the log is sliced by bytes, so a cut trailing batch still uses up the budget."""
+    left, min_one, out = max_bytes, True, []
+    for sizes, cap in zip(layouts, caps, strict=True):
+        n = min(cap, left)
+        if min_one and sizes:
+            n = max(n, sizes[0])
+        sliced = min(n, sum(sizes))
+        whole = 0
+        while whole < len(sizes) and sum(sizes[:whole + 1]) <= sliced:
+            whole += 1
+        if sliced:
+            min_one = False
+        left = max(0, left - sliced)
+        out.append(whole)
+    return out
+
+
 # -- max wait -------------------------------------------------------------------------------------------------
 @pytest.mark.rule("FETCH-MAXWAIT-IDLE")
-@pytest.mark.parametrize("max_wait_ms", [300, 800])
+@pytest.mark.parametrize("max_wait_ms", [1, 50, 300, 800])
 async def test_max_wait_honoured_on_idle_partition(wire, evidence, max_wait_ms):
     topic = await wire.create_topic()
     res = await wire.fetch([(topic, 0, 0)], max_wait_ms=max_wait_ms, min_bytes=1, label="idle fetch")
@@ -77,16 +142,29 @@ async def test_max_wait_honoured_on_idle_partition(wire, evidence, max_wait_ms):
 
 
 @pytest.mark.rule("FETCH-MAXWAIT-ZERO")
-async def test_max_wait_zero_answers_at_once_with_data(wire, evidence):
+@pytest.mark.parametrize("max_wait_ms", [0, -1], ids=["zero", "negative"])
+async def test_max_wait_zero_answers_at_once_with_data(wire, evidence, max_wait_ms):
     topic = await wire.create_topic()
     sent = await wire.produce(topic, count=3, size=20)
-    res = await wire.fetch([(topic, 0, 0)], max_wait_ms=0, min_bytes=1 << 20, label="max_wait 0, huge min_bytes")
-    _timing(evidence, "max_wait 0", res.rtt_ms, None, EARLY_MS, max_wait_ms=0)
+    res = await wire.fetch([(topic, 0, 0)], max_wait_ms=max_wait_ms, min_bytes=1 << 20,
+                           label=f"max_wait {max_wait_ms}, huge min_bytes")
+    _timing(evidence, f"max_wait {max_wait_ms}", res.rtt_ms, None, EARLY_MS, max_wait_ms=max_wait_ms)
     p = res.part(topic)
-    assert res.rtt_ms <= EARLY_MS, f"max_wait_ms=0 took {res.rtt_ms:.0f} ms"
+    assert res.rtt_ms <= EARLY_MS, f"max_wait_ms={max_wait_ms} took {res.rtt_ms:.0f} ms"
     assert p.error_code == 0
-    assert p.offsets == [0, 1, 2], (f"max_wait_ms=0 must return what is readable ({sent.batch_bytes} bytes at "
-                                    f"offsets 0-2), got offsets {p.offsets} ({p.records_bytes} bytes)")
+    assert p.offsets == [0, 1, 2], (f"max_wait_ms={max_wait_ms} must return what is readable ({sent.batch_bytes} "
+                                    f"bytes at offsets 0-2), got offsets {p.offsets} ({p.records_bytes} bytes)")
+
+
+@pytest.mark.rule("FETCH-MAXWAIT-ZERO")
+async def test_max_wait_zero_answers_at_once_on_empty_log(wire, evidence):
+    """Nothing readable and min_bytes 1: with max_wait 0 the empty answer still comes at once."""
+    topic = await wire.create_topic()
+    res = await wire.fetch([(topic, 0, 0)], max_wait_ms=0, min_bytes=1, label="max_wait 0, empty log")
+    _timing(evidence, "max_wait 0, empty log", res.rtt_ms, None, EARLY_MS, max_wait_ms=0)
+    p = res.part(topic)
+    assert p.error_code == 0 and p.records_bytes == 0, f"error {p.error_code}, {p.records_bytes} bytes"
+    assert res.rtt_ms <= EARLY_MS, f"max_wait_ms=0 on an empty log took {res.rtt_ms:.0f} ms"
 
 
 # -- min bytes ------------------------------------------------------------------------------------------------
@@ -138,6 +216,85 @@ async def test_min_bytes_reached_by_append_exactly(wire, wire_factory, evidence)
                                       f"at once: answered {after_append:.0f} ms after the append (max_wait 5000)")
 
 
+MIN_BYTES_CASES = [  # (id, min_bytes from the readable bytes A, parks until max_wait?)
+    ("zero", lambda a: 0, False), ("one", lambda a: 1, False), ("available-1", lambda a: a - 1, False),
+    ("exactly-available", lambda a: a, False), ("available+1", lambda a: a + 1, True),
+    ("int32-max", lambda a: INT32_MAX, True)]
+
+
+@pytest.mark.rule("FETCH-MINBYTES-GE")
+@pytest.mark.parametrize(("min_bytes_of", "parks"), [c[1:] for c in MIN_BYTES_CASES],
+                         ids=[c[0] for c in MIN_BYTES_CASES])
+async def test_min_bytes_boundaries(wire, evidence, min_bytes_of, parks):
+    """Three batches (one gzip) readable: min_bytes up to their size answers at once, above it parks to max_wait
+    and then returns what is readable."""
+    topic = await wire.create_topic()
+    layout = await _fill(wire, topic, SHAPES[:3])
+    avail = sum(b.size for b in layout.batches)
+    min_bytes = min_bytes_of(avail)
+    wait = PARK_MS if parks else 3000
+    res = await wire.fetch([(topic, 0, 0)], max_wait_ms=wait, min_bytes=min_bytes, label=f"min_bytes {min_bytes}")
+    evidence.note("readable_bytes", avail)
+    p = res.part(topic)
+    if parks:
+        _timing(evidence, f"min_bytes {min_bytes} > readable {avail}", res.rtt_ms, wait, wait + SLACK_MS,
+                max_wait_ms=wait, min_bytes=min_bytes)
+        assert res.rtt_ms >= wait - TICK_MS, (f"{avail} readable bytes < min_bytes {min_bytes}, yet answered after "
+                                              f"{res.rtt_ms:.0f} ms (max_wait {wait})")
+        assert res.rtt_ms <= wait + SLACK_MS, f"answered {res.rtt_ms:.0f} ms after a max_wait of {wait}"
+    else:
+        _timing(evidence, f"min_bytes {min_bytes} <= readable {avail}", res.rtt_ms, None, EARLY_MS,
+                max_wait_ms=wait, min_bytes=min_bytes)
+        assert res.rtt_ms <= EARLY_MS, (f"{avail} readable bytes >= min_bytes {min_bytes} must answer at once, "
+                                        f"answered after {res.rtt_ms:.0f} ms (max_wait {wait})")
+    assert p.error_code == 0 and p.records_bytes == avail, (
+        f"expected all {avail} readable bytes, got error {p.error_code}, {p.records_bytes} bytes")
+
+
+@pytest.mark.rule("FETCH-MINBYTES-GE")
+async def test_min_bytes_zero_on_empty_log_answers_at_once(wire, evidence):
+    """0 readable bytes >= min_bytes 0: even an empty log answers at once (ReplicaManager.fetchMessages)."""
+    topic = await wire.create_topic()
+    res = await wire.fetch([(topic, 0, 0)], max_wait_ms=3000, min_bytes=0, label="min_bytes 0, empty log")
+    _timing(evidence, "min_bytes 0, empty log", res.rtt_ms, None, EARLY_MS, max_wait_ms=3000, min_bytes=0)
+    p = res.part(topic)
+    assert p.error_code == 0 and p.records_bytes == 0, f"error {p.error_code}, {p.records_bytes} bytes"
+    assert res.rtt_ms <= EARLY_MS, f"min_bytes 0 must answer at once; took {res.rtt_ms:.0f} ms of max_wait 3000"
+
+
+@pytest.mark.parametrize(("cap_batches", "parks"), [
+    # (a broker that ignores partition_max_bytes in its reads counts every byte too: FETCH-PARTITION-MAX-BYTES)
+    pytest.param(1, True, id="cap-below-min_bytes",
+                 marks=pytest.mark.rule("FETCH-MINBYTES-PARTITION-CAP", "FETCH-PARTITION-MAX-BYTES")),
+    pytest.param(2, False, id="cap-equals-min_bytes",
+                 marks=pytest.mark.rule("FETCH-MINBYTES-PARTITION-CAP", "FETCH-MINBYTES-GE"))])
+async def test_min_bytes_capped_by_partition_max_bytes(wire, evidence, cap_batches, parks):
+    """Four batches readable, min_bytes = the first two: with partition_max_bytes one batch the partition counts
+    one batch and the fetch waits for max_wait (then returns that batch); with two batches it answers at once."""
+    topic = await wire.create_topic()
+    layout = (await _fill(wire, topic, SHAPES)).batches
+    sizes = [b.size for b in layout]
+    min_bytes, cap = sum(sizes[:2]), sum(sizes[:cap_batches])
+    wait = PARK_MS if parks else 3000
+    res = await wire.fetch([(topic, 0, 0)], max_wait_ms=wait, min_bytes=min_bytes, partition_max_bytes=cap,
+                           label=f"min_bytes {min_bytes}, partition_max_bytes {cap}")
+    p = res.part(topic)
+    evidence.note("batch_sizes", sizes)
+    if parks:
+        _timing(evidence, "partition cap < min_bytes", res.rtt_ms, wait, wait + SLACK_MS, max_wait_ms=wait)
+        assert res.rtt_ms >= wait - TICK_MS, (
+            f"partition_max_bytes {cap} < min_bytes {min_bytes}: the partition counts at most {cap} bytes, yet the "
+            f"fetch answered after {res.rtt_ms:.0f} ms (< max_wait {wait}) although {sum(sizes)} bytes are in the log")
+    else:
+        _timing(evidence, "partition cap == min_bytes", res.rtt_ms, None, EARLY_MS, max_wait_ms=wait)
+        assert res.rtt_ms <= EARLY_MS, (f"partition_max_bytes {cap} == min_bytes: answered after {res.rtt_ms:.0f} ms "
+                                        f"(max_wait {wait})")
+    # (how much comes back is FETCH-PARTITION-MAX-BYTES' business; here: the readable data, from the first batch)
+    assert p.error_code == 0 and p.batches and p.batches[0].base_offset == 0, (
+        f"expected the readable batches from offset 0, got error {p.error_code}, "
+        f"{[(b.base_offset, b.size) for b in p.batches]}")
+
+
 # -- early completion on append --------------------------------------------------------------------------------
 @pytest.mark.rule("FETCH-WAKE-ON-APPEND")
 async def test_parked_fetch_wakes_on_append(wire, wire_factory, evidence):
@@ -171,7 +328,7 @@ async def test_reads_never_pass_reported_high_watermark(wire, evidence):
     assert p.offsets, "no records returned"
     assert max(p.offsets) < p.high_watermark, (f"records up to offset {max(p.offsets)} returned with "
                                                f"high_watermark {p.high_watermark}")
-    at_hw = (await wire.fetch([(topic, 0, p.high_watermark)], max_wait_ms=100, min_bytes=1)).part(topic)
+    at_hw = (await wire.fetch([(topic, 0, p.high_watermark)], max_wait_ms=0, min_bytes=1)).part(topic)
     assert at_hw.error_code == 0 and at_hw.records_bytes == 0, (
         f"fetch at the HW ({p.high_watermark}): error {at_hw.error_code}, {at_hw.records_bytes} bytes")
 
@@ -202,9 +359,14 @@ async def _read_capped_at_hw(target, wire, evidence) -> None:
         evidence.note("leader_view", {"high_watermark": p.high_watermark, "list_offsets_latest": hw_offset})
         assert p.high_watermark < 4, f"HW {p.high_watermark} moved past the paused follower's log (LEO 4)"
         assert all(o < p.high_watermark for o in p.offsets), f"consumer got {p.offsets} past HW {p.high_watermark}"
-        between = (await leader.fetch([(topic, 0, 3)], max_wait_ms=0, min_bytes=1)).part(topic)
-        assert between.error_code == 0 and between.records_bytes == 0, (
-            f"fetch between HW and LEO: error {between.error_code}, {between.records_bytes} bytes")
+        hw = p.high_watermark
+        for off, what in ((hw, "at the HW"), (3, "between the HW and the LEO"), (4, "at the LEO")):
+            if off < hw:
+                continue
+            q = (await leader.fetch([(topic, 0, off)], max_wait_ms=0, min_bytes=1, label=f"{what}")).part(topic)
+            assert q.error_code == 0 and q.records_bytes == 0, (
+                f"consumer fetch {what} (offset {off}, HW {hw}, LEO 4): error {q.error_code}, offsets {q.offsets}; "
+                f"expected empty, no error")
     finally:
         target.resume_broker(follower)
 
@@ -257,6 +419,103 @@ async def test_first_batch_returned_whole_when_larger_than_limits(wire, evidence
         f"the first batch ({big.batch_bytes} bytes > max_bytes 100) must come back whole; got "
         f"{p.records_bytes} bytes, batches {[(b.base_offset, b.size) for b in p.batches]}")
     assert len(p.batches) == 1, "only the first batch may exceed the limits"
+
+
+PMB_CASES = [  # (id, batch index the fetch starts at, partition_max_bytes: int or (k batches, +delta bytes))
+    ("0", 0, 0), ("1", 0, 1), ("first-1", 0, (1, -1)), ("first", 0, (1, 0)), ("first+1", 0, (1, 1)),
+    ("two-1", 0, (2, -1)), ("two", 0, (2, 0)), ("two+1", 0, (2, 1)), ("int32-max", 0, INT32_MAX),
+    ("gzip-first-1", 1, (1, -1)), ("gzip-first", 1, (1, 0))]
+
+
+@pytest.mark.rule("FETCH-PARTITION-MAX-BYTES")
+@pytest.mark.parametrize(("start", "cap_spec"), [c[1:] for c in PMB_CASES], ids=[c[0] for c in PMB_CASES])
+async def test_partition_max_bytes_boundaries(wire, evidence, start, cap_spec):
+    """Four batches of 10-20 records (the second gzip): the partition returns the whole batches that fit in
+    partition_max_bytes and no more bytes than it; below the first batch's size, at most that batch (whether it
+    comes is FETCH-FIRST-BATCH-WHOLE's business)."""
+    topic = await wire.create_topic()
+    layout = (await _fill(wire, topic, SHAPES)).batches[start:]
+    sizes = [b.size for b in layout]
+    cap = _bytes(cap_spec, sizes)
+    (n,) = _kafka_whole_batches([sizes], 50 << 20, [cap])
+    res = await wire.fetch([(topic, 0, layout[0].base_offset)], max_wait_ms=READ_MS, min_bytes=1, partition_max_bytes=cap,
+                           label=f"partition_max_bytes {cap}")
+    p = res.part(topic)
+    got = [(b.base_offset, b.size) for b in p.batches]
+    want = [(b.base_offset, b.size) for b in layout[:n]]
+    evidence.note("batch_sizes", sizes)
+    evidence.note("partition_max_bytes", cap)
+    assert p.error_code == 0, f"error {p.error_code}"
+    assert p.records_bytes <= max(cap, sizes[0]), (
+        f"partition_max_bytes {cap} (batches of {sizes} bytes) but the partition returned {p.records_bytes} bytes")
+    if cap >= sizes[0]:
+        assert got == want, f"partition_max_bytes {cap}, batches {sizes}: expected whole batches {want}, got {got}"
+    else:
+        assert got == want[:len(got)], f"partition_max_bytes {cap} < the first batch: expected at most {want}, got {got}"
+
+
+FIRST_CASES = [  # (id, batch index the fetch starts at, max_bytes, partition_max_bytes; (k, delta) as above)
+    ("partition_max_bytes-0", 0, INT32_MAX, 0), ("partition_max_bytes-1", 0, INT32_MAX, 1),
+    ("partition_max_bytes-first-1", 0, INT32_MAX, (1, -1)), ("max_bytes-0", 0, 0, INT32_MAX),
+    ("max_bytes-first-1", 0, (1, -1), INT32_MAX), ("both-1", 0, 1, 1), ("gzip-both-1", 1, 1, 1)]
+
+
+@pytest.mark.rule("FETCH-FIRST-BATCH-WHOLE")
+@pytest.mark.parametrize(("start", "max_spec", "cap_spec"), [c[1:] for c in FIRST_CASES],
+                         ids=[c[0] for c in FIRST_CASES])
+async def test_first_batch_whole_despite_limits(wire, evidence, start, max_spec, cap_spec):
+    """Limits from 0 to one byte below the first batch: that batch (10 or 20 gzip records) still comes whole."""
+    topic = await wire.create_topic()
+    layout = (await _fill(wire, topic, SHAPES)).batches[start:]
+    sizes = [b.size for b in layout]
+    max_bytes, cap = _bytes(max_spec, sizes), _bytes(cap_spec, sizes)
+    res = await wire.fetch([(topic, 0, layout[0].base_offset)], max_wait_ms=READ_MS, min_bytes=1, max_bytes=max_bytes,
+                           partition_max_bytes=cap, label=f"max_bytes {max_bytes}, partition_max_bytes {cap}")
+    p = res.part(topic)
+    evidence.note("first_batch_bytes", sizes[0])
+    first = layout[0]
+    assert p.error_code == 0 and p.batches and (p.batches[0].base_offset, p.batches[0].size) == (
+        first.base_offset, first.size), (
+        f"the first batch ({first.size} bytes at offset {first.base_offset}) must come back whole under max_bytes "
+        f"{max_bytes} / partition_max_bytes {cap}; got error {p.error_code}, {p.records_bytes} bytes, batches "
+        f"{[(b.base_offset, b.size) for b in p.batches]}")
+
+
+MAX_BYTES_CASES = [  # (id, max_bytes: int or (k batches in request order, +delta))
+    ("0", 0), ("1", 1), ("first-1", (1, -1)), ("first", (1, 0)), ("first-partition", (2, 0)),
+    ("next-batch-1", (3, -1)), ("next-batch", (3, 0)), ("next-batch+1", (3, 1)), ("two-partitions", (4, 0)),
+    ("int32-max", INT32_MAX)]
+MAX_BYTES_ORDER = (2, 0, 1)  # request order, on purpose not the partitions' numbering
+MAX_BYTES_SHAPES = {2: SHAPES[2:4], 0: SHAPES[0:2], 1: SHAPES[2:4]}  # p0's second batch is gzip
+
+
+@pytest.mark.rule("FETCH-MAX-BYTES")
+@pytest.mark.parametrize("max_spec", [c[1] for c in MAX_BYTES_CASES], ids=[c[0] for c in MAX_BYTES_CASES])
+async def test_max_bytes_shared_in_request_order(wire, evidence, max_spec):
+    """Three partitions of two batches each, asked for in the order 2, 0, 1: max_bytes is one budget that each
+    partition's bytes shrink, in request order; below the first batch, at most that batch comes."""
+    topic = await wire.create_topic(partitions=3)
+    layouts = {i: (await _fill(wire, topic, MAX_BYTES_SHAPES[i], i)).batches for i in MAX_BYTES_ORDER}
+    sizes = [[b.size for b in layouts[i]] for i in MAX_BYTES_ORDER]
+    max_bytes = _bytes(max_spec, [s for ss in sizes for s in ss])
+    counts = _kafka_whole_batches(sizes, max_bytes, [1 << 20] * 3)
+    res = await wire.fetch([(topic, i, 0) for i in MAX_BYTES_ORDER], max_wait_ms=READ_MS, min_bytes=1, max_bytes=max_bytes,
+                           label=f"max_bytes {max_bytes}")
+    got = {i: [(b.base_offset, b.size) for b in res.part(topic, i).batches] for i in MAX_BYTES_ORDER}
+    want = {i: [(b.base_offset, b.size) for b in layouts[i][:n]]
+            for i, n in zip(MAX_BYTES_ORDER, counts, strict=True)}
+    evidence.note("batch_sizes_in_request_order", sizes)
+    evidence.note("max_bytes", max_bytes)
+    assert not any(res.part(topic, i).error_code for i in MAX_BYTES_ORDER)
+    assert res.records_bytes <= max(max_bytes, sizes[0][0]), (
+        f"max_bytes {max_bytes} but the response holds {res.records_bytes} bytes: {got}")
+    if max_bytes >= sizes[0][0]:
+        assert got == want, (f"max_bytes {max_bytes}, batch sizes {sizes} in request order {MAX_BYTES_ORDER}: "
+                             f"expected {want}, got {got}")
+    else:
+        first = MAX_BYTES_ORDER[0]
+        assert got[first] == want[first][:len(got[first])] and not any(got[i] for i in MAX_BYTES_ORDER[1:]), (
+            f"max_bytes {max_bytes} < the first batch: at most partition {first}'s first batch may come; got {got}")
 
 
 # -- out of range ---------------------------------------------------------------------------------------------
@@ -319,6 +578,68 @@ async def test_parked_fetch_answers_when_log_start_passes_it(wire, wire_factory,
     p = res.part(topic)
     assert after <= EARLY_MS, f"the log start passed the parked offset, yet it answered after {after:.0f} ms"
     assert p.error_code == OOR, f"parked fetch below the new log start: error {p.error_code}, expected 1"
+
+
+def _pos(case_id: str, delete_to: int | None, offset, max_wait_ms: int, expect: str, *rules: str):
+    return pytest.param(delete_to, offset, max_wait_ms, expect, id=case_id, marks=pytest.mark.rule(*rules))
+
+
+POSITION_CASES = [  # fetch offset: an int, or "hw" / "leo" / "leo+1" of the 40-record log (batches 0-9, 10-29, 30-39)
+    _pos("log-start-mid-batch", 15, 15, READ_MS, "from", "FETCH-OOR-BELOW-LOG-START", "FETCH-MID-BATCH"),
+    _pos("log-start-1", 15, 14, 2000, "oor", "FETCH-OOR-BELOW-LOG-START"),
+    _pos("zero-below-log-start", 15, 0, 2000, "oor", "FETCH-OOR-BELOW-LOG-START"),
+    _pos("batch-base", None, 10, READ_MS, "from", "FETCH-MID-BATCH"),
+    _pos("batch-last-offset", None, 9, READ_MS, "from", "FETCH-MID-BATCH"),
+    _pos("mid-batch", None, 5, READ_MS, "from", "FETCH-MID-BATCH"),
+    _pos("mid-gzip-batch", None, 25, READ_MS, "from", "FETCH-MID-BATCH"),
+    _pos("at-hw", None, "hw", 0, "empty", "FETCH-HW-CAP"),
+    _pos("at-leo", None, "leo", PARK_MS, "empty", "FETCH-AT-LEO-EMPTY"),
+    _pos("at-leo-no-wait", None, "leo", 0, "empty", "FETCH-AT-LEO-EMPTY"),
+    _pos("leo+1", None, "leo+1", 2000, "oor", "FETCH-OOR-ABOVE-LEO"),
+    _pos("int64-max", None, INT64_MAX, 2000, "oor", "FETCH-OOR-ABOVE-LEO"),
+]
+
+
+@pytest.mark.parametrize(("delete_to", "offset", "max_wait_ms", "expect"), POSITION_CASES)
+async def test_fetch_offset_positions(wire, evidence, delete_to, offset, max_wait_ms, expect):
+    """Where a fetch may start: from the log start (even inside a batch) up to the LEO; outside, an error at once;
+    inside a batch, that whole batch; at the HW and the LEO, nothing (at the LEO: held for max_wait)."""
+    topic = await wire.create_topic()
+    layout = await _fill(wire, topic, SHAPES[:3])
+    leo = layout.offsets[-1] + 1
+    if delete_to is not None:
+        err, low = await wire.delete_records(topic, 0, delete_to)
+        assert err == 0 and low == delete_to, f"DeleteRecords to {delete_to}: error {err}, low_watermark {low}"
+    off = {"hw": layout.high_watermark, "leo": leo, "leo+1": leo + 1}.get(offset, offset)
+    res = await wire.fetch([(topic, 0, off)], max_wait_ms=max_wait_ms, min_bytes=1, label=f"fetch at {off}")
+    p = res.part(topic)
+    evidence.note("fetch_offset", off)
+    evidence.note("log", {"batches": [[b.base_offset, b.last_offset, b.size] for b in layout.batches],
+                          "log_start_after_delete": delete_to, "leo": leo})
+    if expect == "oor":
+        _timing(evidence, f"fetch at {off}, out of range", res.rtt_ms, None, EARLY_MS, max_wait_ms=max_wait_ms)
+        assert p.error_code == OOR, (f"fetch at {off} (log start {delete_to or 0}, LEO {leo}): error {p.error_code}, "
+                                     f"{p.records_bytes} bytes; expected OFFSET_OUT_OF_RANGE (1)")
+        assert res.rtt_ms <= EARLY_MS, f"an error answers at once; took {res.rtt_ms:.0f} ms"
+    elif expect == "empty":
+        assert p.error_code == 0 and p.records_bytes == 0, (
+            f"fetch at {off} (HW {layout.high_watermark}, LEO {leo}): error {p.error_code}, {p.records_bytes} bytes; "
+            f"expected empty, no error")
+        if max_wait_ms > 0:  # (how fast max_wait 0 answers is FETCH-MAXWAIT-ZERO's business, not checked here)
+            _timing(evidence, f"fetch at {off}", res.rtt_ms, max_wait_ms, max_wait_ms + SLACK_MS, max_wait_ms=max_wait_ms)
+            assert res.rtt_ms >= max_wait_ms - TICK_MS, (f"nothing readable at {off}, yet answered after "
+                                                          f"{res.rtt_ms:.0f} ms (< max_wait {max_wait_ms})")
+    else:
+        holder = next(b for b in layout.batches if b.base_offset <= off <= b.last_offset)
+        assert p.error_code == 0 and p.batches, f"fetch at {off}: error {p.error_code}, {p.records_bytes} bytes"
+        first = p.batches[0]
+        assert (first.base_offset, first.size) == (holder.base_offset, holder.size), (
+            f"fetch at {off}: the batch holding it ({holder.base_offset}-{holder.last_offset}, {holder.size} bytes) "
+            f"must come first and whole; got {[(b.base_offset, b.last_offset, b.size) for b in p.batches]}")
+        assert [o for o in p.offsets if o >= off] == list(range(off, leo)), (
+            f"fetch at {off}: records from {off} to {leo - 1} expected, got {p.offsets}")
+        if delete_to is not None:
+            assert p.log_start_offset == delete_to, f"log_start_offset {p.log_start_offset}, expected {delete_to}"
 
 
 # -- several partitions -----------------------------------------------------------------------------------------

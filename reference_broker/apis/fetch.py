@@ -9,7 +9,8 @@ Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``):
 - Reads: fetch offset below the log start offset or above the LEO is OFFSET_OUT_OF_RANGE (hw/lso/log start -1, as
   Kafka's createLogReadResult(e)); between the HW and the LEO the partition answers empty, no error.
 - Size: at most min(max_bytes, fetch.max.bytes) in all and partition_max_bytes per partition, whole batches only;
-  until some partition has returned data the first batch is returned whole even when larger (KIP-74).
+  until some partition has returned data the first batch is returned whole even when larger (KIP-74). Kafka may
+  cut a partition's last batch at the limit; we never do (GAPS.md).
 - read_committed reads to the last stable offset, which equals the HW (no transactions; GAPS.md).
 - Fetch sessions (KIP-227) are not kept: every answer has session_id 0 (sessionless), which clients must accept;
   an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND (GAPS.md).
@@ -53,12 +54,14 @@ def _isolation(req, replica_id: int) -> FetchIsolation:
 
 
 def read_all(b, statuses: list[FetchPartitionStatus], max_bytes: int, isolation: FetchIsolation,
-             oor_as_empty: bool = False, replica_id: int = -1):
+             oor_as_empty: bool = False, replica_id: int = -1, expired: bool = False):
     """ReplicaManager.readFromLocalLog: partitions in request order, shrinking byte budget, min-one until data.
     A follower's read first records its fetch offset as its LEO (updateFollowerFetchState) and gets the diverging
-    epoch instead of records when its last fetched epoch disagrees with the leader's log (KIP-320)."""
+    epoch instead of records when its last fetched epoch disagrees with the leader's log (KIP-320).
+    ``expired``: the read a parked fetch makes when max_wait passed (only the fetch.* fault switches care)."""
+    faults = b.faults
     limit = max_bytes
-    min_one = True
+    min_one = not faults.on("fetch.no_min_one")
     out = []
     for st in statuses:
         p = b.partition(st.topic, st.partition_index) if st.known else None
@@ -76,9 +79,16 @@ def read_all(b, statuses: list[FetchPartitionStatus], max_bytes: int, isolation:
             if div is not None:
                 out.append((st, 0, b"", p.hw, p.hw, p.log.log_start_offset, div))
                 continue
-        info = p.read(st.fetch_offset, min(st.partition_max_bytes, limit), isolation, min_one,
-                      st.current_leader_epoch)
-        if info.error == E.OffsetOutOfRangeError.errno and oor_as_empty:
+        offset = st.fetch_offset
+        if faults.on("fetch.serve_below_log_start") and offset < p.log.log_start_offset:
+            offset = p.log.log_start_offset
+        if expired and replica_id < 0 and faults.on("fetch.expired_at_leo_oor") and \
+                offset == p.log.log_end_offset > p.log.log_start_offset:
+            out.append((st, E.OffsetOutOfRangeError.errno, b"", -1, -1, -1, None))
+            continue
+        cap = limit if faults.on("fetch.ignore_partition_max_bytes") else min(st.partition_max_bytes, limit)
+        info = p.read(offset, cap, isolation, min_one, st.current_leader_epoch)
+        if info.error == E.OffsetOutOfRangeError.errno and oor_as_empty and offset > p.log.log_end_offset:
             out.append((st, 0, b"", p.hw, p.hw, p.log.log_start_offset, None))
             continue
         if info.error:
@@ -88,7 +98,8 @@ def read_all(b, statuses: list[FetchPartitionStatus], max_bytes: int, isolation:
             info = info._replace(records=_client_faults(b.faults, p, st, info.records, isolation, min_one))
         if info.records:
             min_one = False
-            limit = max(0, limit - len(info.records))
+            if not faults.on("fetch.max_bytes_per_partition"):
+                limit = max(0, limit - len(info.records))
         out.append((st, 0, info.records, info.high_watermark, info.last_stable_offset, info.log_start_offset, None))
     return out
 
@@ -161,7 +172,9 @@ async def handle(ctx, req):
     max_bytes = min(req.max_bytes, b.config["fetch.max.bytes"])
     oor = b.faults.on("fetch.oor_as_empty")
     reads = read_all(b, statuses, max_bytes, isolation, oor, replica_id)
-    readable = sum(len(r[2]) for r in reads)
+    per_partition = b.faults.on("fetch.min_bytes_per_partition")
+    sizes = [len(r[2]) for r in reads]
+    readable = max(sizes, default=0) if per_partition else sum(sizes)
     errored = any(r[1] or r[6] is not None for r in reads)
     faults = b.faults
     enough = readable > req.min_bytes if faults.on("fetch.min_bytes_exclusive") else readable >= req.min_bytes
@@ -169,6 +182,7 @@ async def handle(ctx, req):
     if (req.max_wait_ms <= 0 and not zero_parks) or not statuses or enough or errored or \
             faults.on("fetch.ignore_max_wait"):
         return _response(reads, image=b.image)
-    await b.replicas.park_fetch(statuses, req.min_bytes, isolation, replica_id >= 0,
-                                2.0 if zero_parks else req.max_wait_ms / 1000)
-    return _response(read_all(b, statuses, max_bytes, isolation, oor, replica_id), image=b.image)
+    reason = await b.replicas.park_fetch(statuses, req.min_bytes, isolation, replica_id >= 0,
+                                         2.0 if zero_parks else req.max_wait_ms / 1000)
+    return _response(read_all(b, statuses, max_bytes, isolation, oor, replica_id, expired=reason == "expired"),
+                     image=b.image)
