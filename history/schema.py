@@ -76,7 +76,10 @@ a value's index is the index of the first offset it was seen at.
 - ``int-nonmonotonic-poll`` the same within one poll (records out of order or repeated).
 - ``poll-skip``             a process's poll started past the value right after where its previous poll of
                             that key ended: some observed values were skipped. An ``assign``/``subscribe`` that
-                            drops the key, or a ``crash`` of the process, resets this tracking.
+                            drops the key, a ``crash`` of the process, or a poll of the process whose outcome is
+                            unknown (``info``, or an invoke never completed: it may have fetched and moved the
+                            position without returning what it read) resets this tracking; a ``fail`` poll does
+                            not.
 - ``int-poll-skip``         the same within one poll.
 - ``int-send-skip``         a batch's sends to a key were not adjacent (normal in Kafka; always acceptable).
 
