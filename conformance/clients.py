@@ -51,6 +51,9 @@ class RecordedConsumer:
         out: list[tuple[str, int, int, Any]] = []
         deadline = time.monotonic() + timeout_s
         while len(out) < want and time.monotonic() < deadline:
+            # reset=none: no offset reset can move a position inside poll (it raises instead), so the position
+            # before it is where each partition's returned records start (see conformance.recording)
+            before = self._positions() if self.reset == "none" else {}
             with self._op("poll", {}) as op:
                 try:
                     got = self._poll(min(0.5, max(0.05, deadline - time.monotonic())))
@@ -58,8 +61,12 @@ class RecordedConsumer:
                     op.fail({"error": str(exc)[:300]})
                     self.errors.append(str(exc))
                     raise
-                op.ok({"records": [{"topic": t, "partition": p, "offset": o, "value": decode_value(v)}
-                                   for t, p, o, v in got]})
+                value: dict[str, Any] = {"records": [{"topic": t, "partition": p, "offset": o,
+                                                      "value": decode_value(v)} for t, p, o, v in got]}
+                read = {key_of(t, p) for t, p, _, _ in got}
+                if positions := {k: o for k, o in before.items() if k in read}:
+                    value["positions"] = positions
+                op.ok(value)
             out += [(t, p, o, decode_value(v)) for t, p, o, v in got]
         if self.evidence is not None:
             self.evidence.note(f"{self.client} polled", [(key_of(t, p), o) for t, p, o, _ in out])
@@ -83,6 +90,10 @@ class RecordedConsumer:
 
     def position(self, topic: str, partition: int) -> int | None:
         raise NotImplementedError
+
+    def _positions(self) -> dict[str, int]:
+        """Every assigned partition's known fetch position ("t/p" -> offset), without blocking or resetting."""
+        return {}
 
     def close(self) -> None:
         raise NotImplementedError
@@ -141,6 +152,13 @@ class ConfluentConsumer(RecordedConsumer):
         (tp,) = self._c.position([TopicPartition(topic, partition)])
         return tp.offset if tp.offset >= 0 else None
 
+    def _positions(self) -> dict[str, int]:
+        try:
+            return {key_of(tp.topic, tp.partition): tp.offset for tp in self._c.position(self._c.assignment())
+                    if tp.offset >= 0}
+        except Exception:  # noqa: BLE001 - no position known: record none
+            return {}
+
     def close(self) -> None:
         self._c.close()
 
@@ -186,6 +204,17 @@ class KafkaPythonConsumer(RecordedConsumer):
             return self._c.position(TopicPartition(topic, partition))
         except (Errors.NoOffsetForPartitionError, Errors.OffsetOutOfRangeError) as exc:
             raise NoOffsetError(f"kafka-python: {exc!r}") from exc
+
+    def _positions(self) -> dict[str, int]:
+        out = {}
+        for tp in self._c.assignment():
+            try:
+                o = self._c.position(tp, timeout_ms=0)
+            except Exception:  # noqa: BLE001 - no position known: record none for it
+                continue
+            if o is not None:
+                out[key_of(tp.topic, tp.partition)] = o
+        return out
 
     def close(self) -> None:
         self._c.close()
