@@ -106,7 +106,7 @@ def main() -> None:
 
         def read_and_check() -> object:
             (r,) = read(path)
-            return analyze(r.ops, r.settings, r.columns)
+            return r, analyze(r.ops, r.settings, r.columns)  # the run is freed after the timing, as for read
 
         print(f"read + check (one call each, as `python -m reports check` runs them): "
               f"{_fig(times_of(args.repeat, read_and_check), n)}")
