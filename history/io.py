@@ -360,7 +360,6 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
      k_offsets, k_partitions, k_topics, k_positions) = keys
     last_i, last_t, in_flight = rb.last_index, rb.last_time, rb.in_flight
     pending = in_flight.pop
-    p_rows = len(rb.cols.p_offset) if rb.cols is not None else 0  # polled records gathered before this block
     # The checker's columns (history.columns), gathered here while each record is at hand: C-level maps per
     # operation, nothing per record but the value's class, which the checks below look at anyway.
     cols = rb.cols
@@ -445,14 +444,6 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                     for k, o in positions.items():
                         if "/" not in k or _type(o) is not _int or o < 0:
                             raise _Doubt
-                if gather:  # the records' classes are checked at the end, column by column (_polled_classes)
-                    if recs:
-                        pt(map(_TOPIC, recs))
-                        pp(map(_PARTITION, recs))
-                        po(map(_OFFSET, recs))
-                        pv(map(_VALUE, recs))
-                        p_ops((pos, p, len(recs)))
-                    continue
                 for r in recs:
                     if (_type(r[k_topic]) is not _str or _type(r[k_partition]) is not _int
                             or _type(r[k_offset]) is not _int):
@@ -462,6 +453,12 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                                 _type(r[k_value]) is _float and not -big < r[k_value] < big):
                             raise _Doubt
                         all_int = False
+                if gather and recs:
+                    pt(map(_TOPIC, recs))
+                    pp(map(_PARTITION, recs))
+                    po(map(_OFFSET, recs))
+                    pv(map(_VALUE, recs))
+                    p_ops((pos, p, len(recs)))
             elif typ == "info" and gather:  # may have moved the consumer's position (history.columns)
                 events((pos, p, f, None))
         elif f == "commit" or f == "fetch_offsets":
@@ -494,35 +491,10 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                 events((pos, p, f, None))
         elif _type(f) is not _str or not f:
             raise _Doubt
-    if gather and len(cols.p_offset) > p_rows and not _polled_classes(cols, p_rows):
-        all_int = False
     rb.last_index, rb.last_time = last_i, last_t
     rb.hist.ops.extend(ops)
     if gather and not all_int:
         cols.values_all_int = False
-
-
-_STR_ONLY = frozenset((str,))
-_INT_ONLY = frozenset((int,))
-
-
-def _polled_classes(cols: RecordColumns, start: int) -> bool:
-    """Check the classes of the polled records gathered from row ``start`` on, a column at a time (C-level
-    ``set(map(type, ...))`` instead of a Python statement per record): exactly what :func:`_plain_run` checks per
-    record when it does not gather. Returns whether every value is an int; raises :class:`_Doubt` on anything
-    the fast path does not certainly accept (the caller's rollback drops the gathered columns)."""
-    if (set(map(type, cols.p_topic[start:])) != _STR_ONLY or set(map(type, cols.p_partition[start:])) != _INT_ONLY
-            or set(map(type, cols.p_offset[start:])) != _INT_ONLY):
-        raise _Doubt
-    values = cols.p_value[start:]
-    classes = set(map(type, values))
-    if classes == _INT_ONLY:
-        return True
-    if not classes <= _SCALAR_CLASSES:
-        raise _Doubt
-    if float in classes and not all(-_BIG_FLOAT < v < _BIG_FLOAT for v in values if v.__class__ is float):
-        raise _Doubt
-    return False
 
 
 class _LineReader:
