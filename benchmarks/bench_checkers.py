@@ -1,6 +1,6 @@
 """Benchmark the history checkers (prints figures; a few minutes at most).
 
-    /work/venv/bin/python benchmarks/bench_checkers.py [--ops 1000000] [--lin-ops 10000]
+    /work/main/.venv/bin/python benchmarks/bench_checkers.py [--ops 1000000] [--lin-ops 10000] [--repeat 5]
 
 1. Anomaly checker: operations per second over one generated run of ``--ops`` operations (10 processes,
    10 partitions, polls of up to 8 records), single core; the record-by-record checker on the same run as the
@@ -8,6 +8,9 @@
    and read + check together.
 2. Linearizability: one partition with ``--lin-ops`` log operations from 10 concurrent processes (Wing-Gong-Lowe),
    and the committed-offsets register of the same run.
+
+Every timed figure is the median (and best) of ``--repeat`` runs, one core, with the load average before and
+after: the machine may be shared, so compare medians taken in one run.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -29,21 +33,39 @@ from reports.linearizability import check_operations  # noqa: E402
 from reports.models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_operations  # noqa: E402
 
 
-def best_of(n: int, fn) -> float:  # noqa: ANN001
-    best = float("inf")
+def times_of(n: int, fn) -> list[float]:  # noqa: ANN001
+    """Seconds of ``n`` runs of ``fn`` (its result freed between runs, untimed)."""
+    out = []
     for _ in range(n):
         t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+        r = fn()
+        out.append(time.perf_counter() - t)
+        del r
+    return out
+
+
+def best_of(n: int, fn) -> float:  # noqa: ANN001
+    return min(times_of(n, fn))
+
+
+def _fig(ts: list[float], n_ops: int) -> str:
+    """Median and best of a list of timings, as seconds and ops/s."""
+    med, best = statistics.median(ts), min(ts)
+    return (f"median {med:.2f}s ({n_ops / med:,.0f} ops/s), best {best:.2f}s ({n_ops / best:,.0f} ops/s), "
+            f"{len(ts)} runs")
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=1_000_000)
     ap.add_argument("--lin-ops", type=int, default=10_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5, help="runs per figure (median and best are shown)")
     args = ap.parse_args()
+    print(f"before: {_load()}")
 
     t = time.perf_counter()
     h = synth.generate("bench", seed=1, n_ops=args.ops, processes=10, partitions=10)
@@ -53,9 +75,10 @@ def main() -> None:
 
     res = analyze(h.ops, h.settings)
     assert res.valid, res.counts
-    dt = best_of(args.repeat, lambda: analyze(h.ops, h.settings))
-    print(f"anomaly checker (columnar): {dt:.2f}s -> {len(h.ops) / dt:,.0f} ops/s "
-          f"({(len(h.ops) + records) / dt:,.0f} ops+records/s), one core")
+    ts = times_of(args.repeat, lambda: analyze(h.ops, h.settings))
+    dt = statistics.median(ts)
+    print(f"anomaly checker (columnar) on the generated run: {_fig(ts, len(h.ops))}; "
+          f"{(len(h.ops) + records) / dt:,.0f} ops+records/s (median), one core")
     dt_simple = best_of(1, lambda: analyze_simple(h.ops, h.settings))
     print(f"peer, same run: record-by-record checker {dt_simple:.2f}s -> {len(h.ops) / dt_simple:,.0f} ops/s; "
           f"columnar is {dt_simple / dt:.2f}x")
@@ -70,16 +93,24 @@ def main() -> None:
         size = os.path.getsize(path)
         h = bad = None  # free the generated run before reading it back
         gc.collect()
-        t = time.perf_counter()
+        n = sum(1 for _ in open(path, "rb")) - 1  # noqa: SIM115 - operations: lines but the header
+        ts_read = times_of(args.repeat, lambda: read(path))
+        print(f"validated JSONL read ({size / 1e6:.0f} MB): {_fig(ts_read, n)}")
         (rh,) = read(path)
-        dt_read = time.perf_counter() - t
-        print(f"validated JSONL read: {dt_read:.2f}s -> {len(rh.ops) / dt_read:,.0f} ops/s ({size / 1e6:.0f} MB)")
         cols = getattr(rh, "columns", None)
-        dt_chk = best_of(args.repeat, lambda: analyze(rh.ops, rh.settings, cols))
+        ts_chk = times_of(args.repeat, lambda: analyze(rh.ops, rh.settings, cols))
         how = "with the columns the reader gathered" if cols is not None else "gathering its own columns"
-        print(f"anomaly checker on the read history ({how}): {dt_chk:.2f}s -> {len(rh.ops) / dt_chk:,.0f} ops/s; "
-              f"read + check {len(rh.ops) / (dt_read + dt_chk):,.0f} ops/s")
+        print(f"anomaly checker on the read history ({how}): {_fig(ts_chk, n)}")
         rh = cols = None
+        gc.collect()
+
+        def read_and_check() -> object:
+            (r,) = read(path)
+            return r, analyze(r.ops, r.settings, r.columns)  # the run is freed after the timing, as for read
+
+        print(f"read + check (one call each, as `python -m reports check` runs them): "
+              f"{_fig(times_of(args.repeat, read_and_check), n)}")
+    print(f"after: {_load()}")
 
     # Linearizability: one partition, 10 concurrent processes, about --lin-ops log operations.
     n = int(args.lin_ops * 2.3)  # about 43% of a generated run's operations become log operations

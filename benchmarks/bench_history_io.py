@@ -1,7 +1,7 @@
 """Benchmark validated history reading (prints ops/s; a few minutes with the 1M-op file, most of it generating).
 
     /work/venv/bin/python benchmarks/bench_history_io.py [--small-ops 10000] [--big-ops 1000000]
-        [--repeat 40] [--big-repeat 2] [--baseline-rev REV | --baseline DIR] [--worker-heap] [--gc-off]
+        [--repeat 40] [--big-repeat 5] [--baseline-rev REV | --baseline DIR] [--worker-heap] [--gc-off]
         [--cache DIR]
 
 1. ``history.io.read_bytes`` on one generated run of ``--small-ops`` operations (10 processes, 10 partitions,
@@ -76,6 +76,11 @@ def _files(cache: str, n_ops: int) -> tuple[str, str]:
     return jsonl, parquet
 
 
+def _load() -> str:
+    """The machine's load: figures from a shared machine are comparable only with it (and within one run)."""
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores"
+
+
 def _time(fn) -> float:  # noqa: ANN001
     t = time.perf_counter()
     result = fn()
@@ -113,7 +118,7 @@ def main() -> None:
     ap.add_argument("--small-ops", type=int, default=10_000)
     ap.add_argument("--big-ops", type=int, default=1_000_000, help="0 skips the big file")
     ap.add_argument("--repeat", type=int, default=40)
-    ap.add_argument("--big-repeat", type=int, default=2)
+    ap.add_argument("--big-repeat", type=int, default=5)
     ap.add_argument("--baseline-rev", default=None, help="git revision to compare with, e.g. HEAD~3")
     ap.add_argument("--baseline", default=None, help="directory holding a history package to compare with")
     ap.add_argument("--worker-heap", action="store_true", help="import what a Spark Python worker has loaded")
@@ -130,7 +135,7 @@ def main() -> None:
     readers = {"baseline": base, "now": current} if base is not None else {"now": current}
     print(f"now: {os.path.dirname(current.__file__)}" + (f"; baseline: {base_name}" if base else "")
           + f"; {len(gc.get_objects()):,} objects tracked by the GC before reading"
-          + ("; GC off" if args.gc_off else "; GC on"))
+          + ("; GC off" if args.gc_off else "; GC on") + f"; {_load()}")
 
     jsonl, parquet = _files(cache, args.small_ops)
     if args.gc_off:
@@ -152,6 +157,7 @@ def main() -> None:
             times = _measure(readers, lambda m, p=path: lambda: m.read(p), args.big_repeat)
             _report(f"read {name} ({n:,} operations, {os.path.getsize(path) / 1e6:.0f} MB), {args.big_repeat} runs",
                     n, times, "s")
+    print(_load())
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ connections, unknown errors) raises `Indefinite`, recorded as `info`. Polls and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,12 +119,23 @@ class QueueClient:
         raise NotImplementedError
 
 
+def _read_positions(before: dict[str, int], out: list[Record]) -> dict[str, int] | None:
+    """The contract's poll ``positions`` for kafka-python and librdkafka: the position read just before the poll
+    (``before``), for the partitions the poll returned records of. Their consumers fetch in the background, so
+    an empty poll does not show that any answer came back during it (the contract lists a partition only if
+    one did): it says nothing, and its partitions are not listed. A returned record is at or after the position
+    (both clients drop fetched records below it), so the first one shows what the log held from there."""
+    read = {f"{t}/{p}" for t, p, *_ in out}
+    return {k: o for k, o in before.items() if k in read} or None
+
+
 # ---------------------------------------------------------------------------------------------- kafka-python
 class KafkaPythonClient(QueueClient):
     def __init__(self, cfg: ClientConfig) -> None:
         self.cfg = cfg
         self._producer: Any = None
         self._consumer: Any = None
+        self._assigned = False  # manual assignment: the positions before a poll are where it reads from
 
     def _kw(self) -> dict[str, Any]:
         return {k.replace(".", "_"): v for k, v in self.cfg.extra.items()}
@@ -160,9 +172,11 @@ class KafkaPythonClient(QueueClient):
         from kafka import TopicPartition
 
         self._consumer_().assign([TopicPartition(t, p) for t, p in partitions])
+        self._assigned = True
 
     def subscribe(self, topics: Sequence[str]) -> None:
         self._consumer_().subscribe(list(topics))
+        self._assigned = False
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         from kafka import TopicPartition
@@ -170,9 +184,16 @@ class KafkaPythonClient(QueueClient):
         self._consumer_().seek(TopicPartition(topic, partition), offset)
 
     def poll(self, timeout_s: float) -> tuple[list[Record], dict[str, int] | None]:
-        batches = self._consumer_().poll(timeout_ms=int(timeout_s * 1000))
+        c = self._consumer_()
+        before = {}
+        if self._assigned:  # (in a group a rebalance inside poll may move positions)
+            for tp in c.assignment():
+                with contextlib.suppress(Exception):  # no position known (yet): none recorded for it
+                    if (o := c.position(tp, timeout_ms=0)) is not None:
+                        before[f"{tp.topic}/{tp.partition}"] = o
+        batches = c.poll(timeout_ms=int(timeout_s * 1000))
         out = [(r.topic, r.partition, r.offset, _key(r.key), _value(r.value)) for recs in batches.values() for r in recs]
-        return out, None
+        return out, _read_positions(before, out)
 
     def commit(self, offsets: Mapping[str, int]) -> bool:
         from kafka import TopicPartition
@@ -207,6 +228,7 @@ class ConfluentClient(QueueClient):
         self.cfg = cfg
         self._producer: Any = None
         self._consumer: Any = None
+        self._assigned = False  # manual assignment: the positions before a poll are where it reads from
 
     def send(self, topic: str, partition: int, key: str, value: int) -> int:
         from confluent_kafka import Producer
@@ -245,9 +267,11 @@ class ConfluentClient(QueueClient):
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         self._consumer_().assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions])
+        self._assigned = True
 
     def subscribe(self, topics: Sequence[str]) -> None:
         self._consumer_().subscribe(list(topics))
+        self._assigned = False
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         from confluent_kafka import TopicPartition
@@ -255,13 +279,19 @@ class ConfluentClient(QueueClient):
         self._consumer_().seek(TopicPartition(topic, partition, offset))
 
     def poll(self, timeout_s: float) -> tuple[list[Record], dict[str, int] | None]:
-        msgs = self._consumer_().consume(num_messages=500, timeout=timeout_s)
+        c = self._consumer_()
+        before = {}
+        if self._assigned:  # (in a group a rebalance inside poll may move positions)
+            with contextlib.suppress(Exception):  # OFFSET_INVALID (< 0): no position known yet
+                before = {f"{tp.topic}/{tp.partition}": tp.offset for tp in c.position(c.assignment())
+                          if tp.offset >= 0}
+        msgs = c.consume(num_messages=500, timeout=timeout_s)
         out = []
         for m in msgs:
             if m.error() is not None:
                 continue  # partition EOF and transient errors: not records
             out.append((m.topic(), m.partition(), m.offset(), _key(m.key()), _value(m.value())))
-        return out, None
+        return out, _read_positions(before, out)
 
     def commit(self, offsets: Mapping[str, int]) -> bool:
         from confluent_kafka import TopicPartition

@@ -99,6 +99,9 @@ class RecordedConsumer:
                     break
                 deadline = min(deadline, time.monotonic() + quiet_s)
                 quiet_s = None
+            # reset=none: no offset reset can move a position inside poll (it raises instead), so the position
+            # before it is where each partition's returned records start (see conformance.recording)
+            before = self._positions() if self.reset == "none" else {}
             with self._op("poll", {}) as op:
                 try:
                     got = self._poll(min(0.5, max(0.05, deadline - time.monotonic())))
@@ -106,7 +109,11 @@ class RecordedConsumer:
                     op.fail({"error": str(exc)[:300]})
                     self.errors.append(str(exc))
                     raise
-                op.ok({"records": [r.history() for r in got]})
+                value: dict[str, Any] = {"records": [r.history() for r in got]}
+                read = {key_of(r.topic, r.partition) for r in got}
+                if positions := {k: o for k, o in before.items() if k in read}:
+                    value["positions"] = positions
+                op.ok(value)
             out += got
         if self.evidence is not None:
             self.evidence.note(f"{self.client} polled", [(key_of(r.topic, r.partition), r.offset) for r in out][:400])
@@ -133,6 +140,10 @@ class RecordedConsumer:
 
     def position(self, topic: str, partition: int) -> int | None:
         raise NotImplementedError
+
+    def _positions(self) -> dict[str, int]:
+        """Every assigned partition's known fetch position ("t/p" -> offset), without blocking or resetting."""
+        return {}
 
     def close(self) -> None:
         raise NotImplementedError
@@ -204,6 +215,13 @@ class ConfluentConsumer(RecordedConsumer):
             return self._eof.get((topic, partition))
         return tp.offset
 
+    def _positions(self) -> dict[str, int]:
+        try:
+            return {key_of(tp.topic, tp.partition): tp.offset for tp in self._c.position(self._c.assignment())
+                    if tp.offset >= 0}
+        except Exception:  # noqa: BLE001 - no position known: record none
+            return {}
+
     def close(self) -> None:
         self._c.close()
 
@@ -256,6 +274,17 @@ class KafkaPythonConsumer(RecordedConsumer):
             return self._c.position(TopicPartition(topic, partition))
         except (Errors.NoOffsetForPartitionError, Errors.OffsetOutOfRangeError) as exc:
             raise NoOffsetError(f"kafka-python: {exc!r}") from exc
+
+    def _positions(self) -> dict[str, int]:
+        out = {}
+        for tp in self._c.assignment():
+            try:
+                o = self._c.position(tp, timeout_ms=0)
+            except Exception:  # noqa: BLE001 - no position known: record none for it
+                continue
+            if o is not None:
+                out[key_of(tp.topic, tp.partition)] = o
+        return out
 
     def close(self) -> None:
         self._c.close()

@@ -10,8 +10,10 @@ Encoding (history/schema.py is the contract; additions here are plain extra ``f`
 - ``poll`` — only for real consumer polls that continue from the previous position (kafka-python,
   confluent-kafka, the reference Consumer). ``positions`` (the contract's per-partition fetch offsets, which make
   empty reads evidence) are recorded only where the client can vouch for them: the reference Consumer's
-  ``history_positions()`` after each poll. kafka-python and librdkafka fetch in the background and may reset a
-  position inside ``poll``, so an empty poll of theirs proves nothing and their polls carry no ``positions``.
+  ``history_positions()`` after each poll. kafka-python and librdkafka fetch in the background, so an empty poll
+  of theirs does not show that any answer came back during it: their polls list, with ``reset=none`` only (no
+  reset can move a position inside ``poll``), the position read before the poll for each partition it returned
+  records of. That catches a read that skipped a record, not a stale empty read.
 - ``fetch`` — a raw Fetch request at explicit offsets (checks re-read and jump on purpose, so these are not
   polls): invoke ``{partitions: {"t/0": offset}, max_wait_ms, min_bytes}``, ok ``{records: [...], errors: {...}}``.
 - ``list_offsets`` invoke ``{topic, partition, timestamp}``, ok adds ``offset``; ``delete_records`` invoke

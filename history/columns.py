@@ -23,7 +23,8 @@ def _offset_or_none(r: dict) -> int | None:
 
 class RecordColumns:
     """Polled records (``p_*``, one row per record of an ok poll), sent records (``s_*``, one row per record of a
-    send completion: ok, info or fail), and the operations that reset a consumer's position tracking."""
+    send completion: ok, info or fail), and the operations that reset a consumer's position tracking (``events``:
+    assign, subscribe and crash, and info polls, which may have moved the position without saying where to)."""
 
     __slots__ = ("n_ops", "p_topic", "p_partition", "p_offset", "p_value", "p_ops",
                  "s_topic", "s_partition", "s_value", "s_offset", "s_ops", "events", "values_all_int", "pending")
@@ -42,7 +43,8 @@ class RecordColumns:
         self.s_value: list = []
         self.s_offset: list[int | None] = []  # None when the completion gave no offset
         self.s_ops: list[tuple[int, int, str, int]] = []  # (position, process, type, records) per send completion
-        self.events: list[tuple[int, int, str, object]] = []  # (position, process, f, value): assign, subscribe, crash
+        # (position, process, f, value): assign, subscribe, crash, and info polls (which reset poll tracking only)
+        self.events: list[tuple[int, int, str, object]] = []
         # positions of invokes that never got a completion: indeterminate, exactly like info (history/schema.py)
         self.pending: list[int] = []
 
@@ -75,6 +77,8 @@ class RecordColumns:
                         po(map(_OFFSET, recs))
                         pv(map(_VALUE, recs))
                         p_ops((pos, op["process"], len(recs)))
+                elif typ == "info":  # it may have moved the consumer's position: resets its poll tracking
+                    events((pos, op["process"], f, None))
             elif f == "send":
                 v = op["value"]
                 if "records" not in v:
@@ -122,15 +126,32 @@ def pending_invokes(ops: Sequence[dict]) -> list[int]:
     return out
 
 
+def with_pending(ops: Sequence[dict], c: RecordColumns) -> RecordColumns:
+    """``c`` with the invokes in ``c.pending`` treated as ``info`` completions at their positions (a copy; ``c``
+    is left alone): sends as info sends, polls as info polls (events that reset the process's poll tracking)."""
+    polls = [(pos, ops[pos]["process"], "poll", None) for pos in c.pending if ops[pos]["f"] == "poll"]
+    new = with_pending_sends(ops, c)
+    if polls:
+        if new is c:
+            new = _copy(c)
+        new.events = sorted(c.events + polls, key=itemgetter(0))
+    return new
+
+
+def _copy(c: RecordColumns) -> RecordColumns:
+    new = RecordColumns(c.values_all_int)
+    for name in RecordColumns.__slots__:
+        setattr(new, name, getattr(c, name))
+    return new
+
+
 def with_pending_sends(ops: Sequence[dict], c: RecordColumns) -> RecordColumns:
     """``c`` with every send invoke in ``c.pending`` added as an ``info`` send at its position (a copy; ``c`` is
     left alone). Cheap when they are at the end of the run, as when the run ended or clients crashed."""
     adds = [pos for pos in c.pending if ops[pos]["f"] == "send"]
     if not adds:
         return c
-    new = RecordColumns(c.values_all_int)
-    for name in RecordColumns.__slots__:
-        setattr(new, name, getattr(c, name))
+    new = _copy(c)
     new.s_topic, new.s_partition, new.s_value, new.s_offset, new.s_ops = (
         list(c.s_topic), list(c.s_partition), list(c.s_value), list(c.s_offset), list(c.s_ops))
     from bisect import bisect_left

@@ -459,6 +459,8 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
                     po(map(_OFFSET, recs))
                     pv(map(_VALUE, recs))
                     p_ops((pos, p, len(recs)))
+            elif typ == "info" and gather:  # may have moved the consumer's position (history.columns)
+                events((pos, p, f, None))
         elif f == "commit" or f == "fetch_offsets":
             v = op[k_value]
             if _type(v) is not _dict or _type(v[k_group]) is not _str:

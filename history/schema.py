@@ -34,8 +34,10 @@ One operation per JSON line (one Parquet row with the same columns, ``value`` st
                 Values are unique per run, so each write is identifiable.
   ``poll``      invoke ``{}`` (or ``{max_records: n}``); ok ``{records: [{topic, partition, offset, key, value}, ...]}``
                 in the order the client returned them, and optionally ``positions: {"t/0": 12, ...}``: per
-                partition, the fetch position the poll read from, listed only where the recorder knows an answer
-                for that partition came back during this poll. A listed partition's records are what the log
+                partition, the fetch position the poll read from, listed only where the poll returned records
+                of that partition or the recorder knows an answer for it came back during this poll (clients
+                that fetch in the background, kafka-python and librdkafka, list only the former: their empty
+                polls say nothing). A listed partition's records are what the log
                 held from that position on: the first one is the first record at or after it, and none at all
                 means nothing was there yet (below the high watermark). That makes empty reads evidence (a
                 stale read of an offset acknowledged long before is caught); a position past the end reading
@@ -76,7 +78,10 @@ a value's index is the index of the first offset it was seen at.
 - ``int-nonmonotonic-poll`` the same within one poll (records out of order or repeated).
 - ``poll-skip``             a process's poll started past the value right after where its previous poll of
                             that key ended: some observed values were skipped. An ``assign``/``subscribe`` that
-                            drops the key, or a ``crash`` of the process, resets this tracking.
+                            drops the key, a ``crash`` of the process, or a poll of the process whose outcome is
+                            unknown (``info``, or an invoke never completed: it may have fetched and moved the
+                            position without returning what it read) resets this tracking; a ``fail`` poll does
+                            not.
 - ``int-poll-skip``         the same within one poll.
 - ``int-send-skip``         a batch's sends to a key were not adjacent (normal in Kafka; always acceptable).
 

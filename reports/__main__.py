@@ -52,7 +52,7 @@ def _run_check(args: argparse.Namespace) -> int:
         for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations)):
             from reports.linearizability import check_operations
 
-            r = check_operations(model, extract(h.ops), budget_s=args.budget, workers=args.jobs)
+            r = check_operations(model, extract(h.ops, h.settings), budget_s=args.budget, workers=args.jobs)
             lin[model.name] = {
                 "verdict": r.verdict,
                 "parts": len(r.parts),

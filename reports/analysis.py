@@ -157,7 +157,7 @@ def check_part(kind: str, key: str, ops: Sequence[dict], settings: dict | None, 
     """Anomalies + partition-log linearizability for a ``tp`` part; committed-offsets for a ``group`` part."""
     if kind == TP:
         res = analyze(ops, settings)
-        lin = check_operations(PARTITION_LOG, log_operations(ops), budget_s=budget_s)
+        lin = check_operations(PARTITION_LOG, log_operations(ops, settings), budget_s=budget_s)
         pv = PartVerdict(kind, key, len(ops), res.counts, res.summary(max_cases)["cases"], PARTITION_LOG.name)
     else:
         lin = check_operations(COMMITTED_OFFSETS, offset_operations(ops), budget_s=budget_s)
@@ -176,7 +176,8 @@ def part_verdicts(h: History, budget_s: float = 10.0, max_cases: int = 8) -> lis
     partitions by key itself (each part with its own budget, as a part checked alone would have); nothing is
     copied into per-part operation lists. ``ops`` of a part is the number of operations its model checked."""
     res = analyze(h.ops, h.settings, h.columns).by_key()
-    log = {str(p.key): p for p in check_operations(PARTITION_LOG, log_operations(h.ops), budget_s=budget_s).parts}
+    log_ops = log_operations(h.ops, h.settings)
+    log = {str(p.key): p for p in check_operations(PARTITION_LOG, log_ops, budget_s=budget_s).parts}
     out = []
     for key in sorted(set(res) | set(log)):
         r = res.get(key)
@@ -245,5 +246,6 @@ def check_history(h: History, budget_s: float = 10.0, workers: int = 1) -> RunVe
     res = analyze(h.ops, h.settings, h.columns)
     lin = {}
     for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations)):
-        lin[model.name] = check_operations(model, extract(h.ops), budget_s=budget_s, workers=workers).verdict
+        lin[model.name] = check_operations(model, extract(h.ops, h.settings), budget_s=budget_s,
+                                           workers=workers).verdict
     return RunVerdict(h.run_id, h.target, h.nemesis, len(h.ops), res.counts, sorted(res.bad), lin)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from history.columns import RecordColumns, with_pending_sends
+from history.columns import RecordColumns, with_pending
 from history.schema import key_of
 
 from .anomalies import ACCEPTABLE, ANOMALIES, CheckResult, _op_ref, acceptable
@@ -145,8 +145,8 @@ class _Columns:
         self.ops = ops
         if cols is None or cols.n_ops != len(ops):
             cols = RecordColumns.collect(ops)
-        if cols.pending:  # sends invoked and never completed: indeterminate, exactly like info sends
-            cols = with_pending_sends(ops, cols)
+        if cols.pending:  # invokes never completed: indeterminate, exactly like info sends and polls
+            cols = with_pending(ops, cols)
         self.n_polled = len(cols.p_offset)
         self._build(cols)
 
@@ -299,15 +299,18 @@ class _Columns:
 
     # ------------------------------------------------------------------ successions per process
 
-    def _epochs(self, proc: np.ndarray, key: np.ndarray, pos: np.ndarray) -> np.ndarray | None:
+    def _epochs(self, proc: np.ndarray, key: np.ndarray, pos: np.ndarray, polls: bool) -> np.ndarray | None:
         """A number per (process, key, position) that changes exactly when an assign, subscribe or crash of that
-        process between two positions dropped the key: successive reads/sends pair up only within one epoch."""
-        if not self.events:
+        process between two positions dropped the key (for ``polls``, an info poll too: it may have moved the
+        position): successive reads/sends pair up only within one epoch."""
+        events = self.events if polls else [e for e in self.events if e[2] != "poll"]
+        if not events:
             return None
         n1 = self.n_ops + 1
         K = self.n_keys  # noqa: N806
-        if not hasattr(self, "_resets"):
-            at, p, f, v = zip(*self.events, strict=True)
+        cache = self.__dict__.setdefault("_resets", {})
+        if polls not in cache:
+            at, p, f, v = zip(*events, strict=True)
             at = np.array(at, dtype=np.int64)
             p = np.array(p, dtype=np.int64)
             every = np.sort(p * n1 + at)
@@ -326,11 +329,12 @@ class _Columns:
             n_kept = np.fromiter(map(len, kept), dtype=np.int64, count=len(kept))
             keys = np.fromiter(chain.from_iterable(kept), dtype=np.int64, count=int(n_kept.sum()))
             kept_codes = (np.repeat(p, n_kept) * K + keys) * n1 + np.repeat(at, n_kept)
-            self._resets = (every, np.sort(kept_codes))
-        every, kept_codes = self._resets
+            cache[polls] = (every, np.sort(kept_codes))
+        every, kept_codes = cache[polls]
         return np.searchsorted(every, proc * n1 + pos) - np.searchsorted(kept_codes, (proc * K + key) * n1 + pos)
 
-    def _successions(self, g_proc: np.ndarray, g_key: np.ndarray, g_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _successions(self, g_proc: np.ndarray, g_key: np.ndarray, g_pos: np.ndarray,
+                     polls: bool) -> tuple[np.ndarray, np.ndarray]:
         """(previous group, group) pairs: one process's successive groups of one key within one epoch."""
         if len(g_proc) < 2:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -338,7 +342,7 @@ class _Columns:
         srt = np.argsort(code, kind="stable")  # groups are in position order already
         c = code[srt]
         same = c[1:] == c[:-1]
-        ep = self._epochs(g_proc, g_key, g_pos)
+        ep = self._epochs(g_proc, g_key, g_pos, polls)
         if ep is not None:
             e = ep[srt]
             same &= e[1:] == e[:-1]
@@ -498,14 +502,15 @@ class _Columns:
                 found[back].append(((k, int(pos[r]), r), case))
 
     def _across(self, found: dict, kv: np.ndarray, key: np.ndarray, pos: np.ndarray, proc: np.ndarray,
-                starts: np.ndarray, bad: Callable[[np.ndarray], np.ndarray], name: Callable[[int], str]) -> None:
+                starts: np.ndarray, bad: Callable[[np.ndarray], np.ndarray], name: Callable[[int], str],
+                polls: bool) -> None:
         """One process's successive groups of a key: the last value of one against the first of the next, in
         the version order; ``bad(deltas)`` flags the pairs that are cases, ``name(delta)`` says which anomaly."""
         if not len(starts):
             return
         ends = np.append(starts[1:], len(kv)) - 1
         g_key, g_pos = key[starts], pos[starts]
-        prev, cur = self._successions(proc[starts], g_key, g_pos)
+        prev, cur = self._successions(proc[starts], g_key, g_pos, polls)
         i1 = self.bv[kv[ends[prev]]]
         i2 = self.bv[kv[starts[cur]]]
         d = i2 - i1
@@ -525,7 +530,7 @@ class _Columns:
         kv, key, pos, proc = self.p_kv[perm], self.p_key[perm], self.p_pos[perm], self.p_proc[perm]
         self._inner(found, kv, key, pos, starts, "int-poll-skip", "int-nonmonotonic-poll")
         self._across(found, kv, key, pos, proc, starts, lambda d: d != 1,
-                     lambda d: "poll-skip" if d > 1 else "nonmonotonic-poll")
+                     lambda d: "poll-skip" if d > 1 else "nonmonotonic-poll", polls=True)
 
     def _send_cases(self, found: dict) -> None:
         """nonmonotonic-send across a process's sends; int-* inside one batch. Failed sends took no place."""
@@ -535,7 +540,7 @@ class _Columns:
         kv, key, pos, proc = self.s_kv[rows], self.s_key[rows], self.s_pos[rows], self.s_proc[rows]
         self._inner(found, kv, key, pos, starts, "int-send-skip", "int-nonmonotonic-send")
         # a later send landing anywhere before an earlier one (or at it) is a case; gaps are other producers'
-        self._across(found, kv, key, pos, proc, starts, lambda d: d < 1, lambda d: "nonmonotonic-send")
+        self._across(found, kv, key, pos, proc, starts, lambda d: d < 1, lambda d: "nonmonotonic-send", polls=False)
 
 
 def check(ops: Iterable[dict], settings: dict | None = None) -> CheckResult:

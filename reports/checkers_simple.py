@@ -85,8 +85,8 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
         order.append(ks)
         return ks
 
-    # sends invoked and never completed are indeterminate, exactly like info sends: treated as one at the invoke
-    pending = {pos for pos in pending_invokes(ops) if ops[pos]["f"] == "send"}
+    # invokes never completed are indeterminate, exactly like info completions: treated as one at the invoke
+    pending = {pos for pos in pending_invokes(ops) if ops[pos]["f"] in ("send", "poll")}
     for pos, op in enumerate(ops):
         typ = op["type"]
         if typ == "invoke":
@@ -96,7 +96,9 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
         f = op["f"]
         if f == "poll":
             if typ != "ok":
-                continue  # failed or unknown polls tell us nothing and do not move positions
+                if typ == "info":  # it may have moved the position, to where we cannot tell: start afresh
+                    last_read.pop(op["process"], None)
+                continue  # a failed poll did not happen and moved nothing
             recs = op["value"]["records"]
             if not recs:
                 continue

@@ -18,8 +18,9 @@ from .linearizability import INF, Operation
 _new = tuple.__new__  # Operation(...) without the Python-level NamedTuple __new__: _new(Operation, (fields))
 
 
-def offset_operations(ops: Sequence[dict]) -> list[Operation]:
-    """Commits (writes) and offset fetches (reads) per (group, topic-partition).
+def offset_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Operation]:
+    """Commits (writes) and offset fetches (reads) per (group, topic-partition). (``settings``, the run's header
+    settings, are taken for symmetry with :func:`log_operations`; nothing here depends on them.)
 
     An info commit whose offset no fetch ever returned is dropped: no read depends on it, so the history is
     linearizable with it (placed last) iff it is without it; keeping it would make the search try it everywhere.
@@ -109,12 +110,22 @@ class _Pairs:
         return self.pid(off, v)
 
 
-def log_operations(ops: Sequence[dict]) -> list[Operation]:
+def acks_all(settings: dict | None) -> bool:
+    """Whether a run's acknowledged sends were acknowledged with ``acks=all`` (header setting ``acks``: -1 or
+    "all"; a run that does not say is taken to, as Kafka producers default to it since 3.0)."""
+    acks = (settings or {}).get("acks", -1)
+    return acks in (-1, "-1", "all")
+
+
+def log_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Operation]:
     """Appends and reads of every partition, paired invoke -> completion.
 
     A send invoked and never completed is treated exactly as an info send (it may have happened at any time
     after its invoke). A poll with ``positions`` gives, per listed partition, a read ``("read", key, position)``
-    whose output may be empty (nothing at or after the position); other reads are ``("read", key)``."""
+    whose output may be empty (nothing at or after the position); other reads are ``("read", key)``. In a run
+    whose header ``settings`` say acks other than all, an empty positioned read is dropped: an acks=1
+    acknowledgement is no evidence the record was visible (see :mod:`reports.models`)."""
+    empty_reads = acks_all(settings)
     tables: dict[tuple, _Pairs] = {}  # (topic, partition) -> its pairs, built once per partition
     by_key: dict[str, _Pairs] = {}
 
@@ -165,7 +176,7 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
                 if t < last_ret:
                     rets_sorted = False
                 last_ret = t
-                _positioned_reads(pv, p, call, t, op["index"], table, out)
+                _positioned_reads(pv, p, call, t, op["index"], table, out, empty_reads)
                 continue
             if not recs:
                 continue
@@ -252,8 +263,10 @@ def log_operations(ops: Sequence[dict]) -> list[Operation]:
     return out
 
 
-def _positioned_reads(pv: dict, p: int, call: Any, t: Any, ref: int, table: Any, out: list[Operation]) -> None:
-    """The reads of a poll that recorded its fetch positions: one per partition read or listed."""
+def _positioned_reads(pv: dict, p: int, call: Any, t: Any, ref: int, table: Any, out: list[Operation],
+                      empty_reads: bool) -> None:
+    """The reads of a poll that recorded its fetch positions: one per partition read, and (``empty_reads``) one
+    per partition listed that read nothing."""
     groups: dict[Any, list] = {}
     for r in pv["records"]:
         tab = table((r["topic"], r["partition"]))
@@ -270,6 +283,8 @@ def _positioned_reads(pv: dict, p: int, call: Any, t: Any, ref: int, table: Any,
         positions[tab] = pos
         groups.setdefault(tab, [])
     for tab, prs in groups.items():
+        if not prs and not empty_reads:
+            continue
         pos = positions.get(tab)
         inp = tab.read_input if pos is None else ("read", tab.key, pos)
         out.append(_new(Operation, (p, inp, tuple(prs), call, t, ref)))

@@ -11,9 +11,21 @@ and an empty read means the log held nothing at or after ``p`` (a consumer past 
 nothing; one below an offset acknowledged before it began does not: a stale read). The log's records at or after
 ``p`` are the appends ranked at or above ``below(p)``, the number of appends with a smaller offset, so an empty
 read is legal iff the count of appends linearized is at most ``below(p)``; a non-empty one that skipped an append
-between ``p`` and its first record never is. Sends invoked and never completed count as info sends. Failed sends are dropped; info sends are
-kept (with the offset a poll saw them at) only if some poll read them, since an unread info send may or may not
-have happened and an append nobody read is indistinguishable from a hole.
+between ``p`` and its first record never is. Sends invoked and never completed count as info sends. Failed sends
+are dropped; info sends are kept (with the offset a poll saw them at) only if some poll read them, since an unread
+info send may or may not have happened and an append nobody read is indistinguishable from a hole.
+
+Empty reads and acks. An empty read is evidence only against records that were *visible* when it ran: Kafka
+hands consumers records below the high watermark, which passes a record once every in-sync replica has it. An
+``acks=all`` acknowledgement comes only after that (the produce waits in purgatory until the high watermark passes
+the offset), so from then on a read from below it must return something. An ``acks=1`` (or 0) acknowledgement
+says only that the leader appended the record to its own log: the high watermark may still be below it, and if
+the leader fails before the followers copy it, it is truncated away and never visible at all. So in a run whose
+header settings say ``acks`` other than -1/"all", empty positioned reads are dropped (no stale read is claimed
+from them); runs that do not say are taken as acks=all. Non-empty positioned reads keep their check either way: a
+read whose first record lies past an acknowledged append at or after its position skipped a record that sat
+below a visible one, which no truncation explains (a truncated offset is reused by the next append, and the read
+would return that).
 
 ``COMMITTED_OFFSETS``: each (group, topic-partition) is a register; ``commit`` writes, ``fetch_offsets`` reads;
 unknown before the first commit reads as ``None``.

@@ -7,6 +7,7 @@ verdict matters, :func:`reports.analysis.check_history` too. The Spark job's agr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -17,6 +18,8 @@ import pytest
 from history import read
 from reports.__main__ import main
 from reports.analysis import check_history
+from reports.checkers import analyze
+from reports.checkers_simple import analyze as analyze_simple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 T = "t"
@@ -198,3 +201,78 @@ def test_exit_codes_are_documented():
     with pytest.raises(SystemExit) as e:
         main(["--help"])
     assert e.value.code == 0
+
+
+# ---------------------------------------------------------------- indeterminate polls and poll-skip tracking
+
+def _info_poll_history(how: str, run_id: str = "r") -> H:
+    """Process 2 reads offset 0, then makes a poll whose outcome is unknown (``info``, or an invoke whose
+    completion line is damaged), then reads offset 2. The unknown poll may have moved the consumer past offset 1
+    (it fetched and the client timed out before returning), so skipping offset 1 is no poll-skip. Process 3
+    reads everything, so every value is in the version order."""
+    h = H(run_id).send(0, 1, 0).send(0, 2, 1).send(0, 3, 2)
+    h.poll(2, [(0, 1)])
+    h.op(2, "invoke", "poll", {})
+    if how == "info":
+        h.op(2, "info", "poll", {})
+    elif how == "fail":
+        h.op(2, "fail", "poll", {})
+    else:  # unmatched: the completion line is damaged and skipped
+        h.op(2, "ok", "poll", {"records": []})
+        h.lines[-1] = h.lines[-1][:30]
+    h.poll(2, [(2, 3)])
+    h.poll(3, [(0, 1), (1, 2), (2, 3)])
+    return h
+
+
+@pytest.mark.parametrize("how", ["info", "unmatched"])
+def test_indeterminate_poll_resets_poll_skip_tracking(tmp_path, how):
+    path = _info_poll_history(how).write(tmp_path / f"{how}-poll.jsonl")
+    with pytest.warns(UserWarning) if how == "unmatched" else contextlib.nullcontext():
+        (h,) = read(path, skip_corrupt=True)
+    for checker in (analyze, analyze_simple):
+        res = checker(h.ops, h.settings)
+        assert res.counts == {}, (checker.__module__, res.counts)
+    r = cli("check", "--skip-corrupt", path)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_failed_poll_keeps_poll_skip_tracking(tmp_path):
+    """A failed poll certainly did not happen: the skip across it is still found (the reset is not blanket)."""
+    path = _info_poll_history("fail").write(tmp_path / "fail-poll.jsonl")
+    (h,) = read(path)
+    for checker in (analyze, analyze_simple):
+        assert checker(h.ops, h.settings).counts == {"poll-skip": 1}, checker.__module__
+    assert cli("check", path).returncode == 1
+
+
+# ---------------------------------------------------------------- acks=1: acknowledged is not yet visible
+
+def test_acks_1_empty_read_below_an_acked_offset_is_no_alarm(tmp_path):
+    """With acks=1 the leader acknowledges a write once it is in its own log: consumers see it only when the high
+    watermark passes it (every in-sync replica has it), and it is truncated away if the leader fails first. An
+    empty read at a position below it is therefore no stale read."""
+    h = H(settings={"sub_via": ["assign"], "acks": 1}).send(0, 1, 0).send(0, 2, 1)
+    h.poll(1, [], positions={f"{T}/0": 0})
+    h.poll(2, [(0, 1), (1, 2)], positions={f"{T}/0": 0})  # later the high watermark passed both
+    path = h.write(tmp_path / "acks1-empty.jsonl")
+    _counts, lin = verdict(path)
+    assert lin["partition-log"] == "ok"
+    assert cli("check", path).returncode == 0
+
+
+def test_acks_1_history_still_catches_stale_reads(tmp_path):
+    """The same history under acks=1 still finds a read that skipped a record it must have returned: the poll
+    from 0 returned offset 1 first, so offset 0 (below a record the log exposed) was skipped. And acks=all
+    writes in an acks=1 run's neighbour (header acks=-1 / "all") stay evidence for empty reads."""
+    h = H(settings={"sub_via": ["assign"], "acks": 1}).send(0, 1, 0).send(0, 2, 1)
+    h.poll(1, [(1, 2)], positions={f"{T}/0": 0})
+    path = h.write(tmp_path / "acks1-skip.jsonl")
+    _counts, lin = verdict(path)
+    assert lin["partition-log"] == "illegal"
+    assert cli("check", path).returncode == 1
+    for acks in (-1, "all"):
+        h = H(settings={"sub_via": ["assign"], "acks": acks}).send(0, 1, 0).send(0, 2, 1)
+        h.poll(1, [], positions={f"{T}/0": 0})
+        _counts, lin = verdict(h.write(tmp_path / f"acks{acks}-empty.jsonl"))
+        assert lin["partition-log"] == "illegal", acks

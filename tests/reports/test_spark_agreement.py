@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from test_never_cry_wolf import ROOT, H, T  # rootdir-relative (tests are not a package)
+from test_never_cry_wolf import ROOT, H, T, _info_poll_history  # rootdir-relative (tests are not a package)
 
 from history import read
 from reports.analysis import check_history
@@ -38,11 +38,15 @@ def _cases(d) -> dict[str, str]:  # noqa: ANN001
     h.lines.append('{"run_id": "deep", "index": 9, "time_ns": 99999, "process": 5, "type": "info", "f": "x", '
                    f'"value": {"[" * 50_000 + "]" * 50_000}}}')
     h.write(d / "deep.jsonl")
+    for how in ("info", "unmatched", "fail"):
+        _info_poll_history(how, f"{how}-poll").write(d / f"{how}-poll.jsonl")
+    (H("acks1", settings={"sub_via": ["assign"], "acks": 1}).send(0, 1, 0).poll(1, [], positions={f"{T}/0": 0})
+     .poll(2, [(0, 1)]).write(d / "acks1.jsonl"))
     (d / "empty.jsonl").write_bytes(b"")
     (d / "empty.parquet").write_bytes(b"")
     (d / "garbage.parquet").write_bytes(b"PAR1 this is not parquet")
     return {"unmatched": 0, "info": 0, "stale": 1, "past": 0, "cascade": 0, "big": 0, "huge": 1, "deep": 0,
-            "empty.jsonl": 2, "empty.parquet": 2, "garbage.parquet": 2}
+            "info-poll": 0, "unmatched-poll": 0, "fail-poll": 1, "acks1": 0, "empty.jsonl": 2, "empty.parquet": 2, "garbage.parquet": 2}
 
 
 def test_spark_and_cli_agree_on_every_case(tmp_path):
