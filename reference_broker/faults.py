@@ -16,7 +16,9 @@ FAULTS: dict[str, str] = {
     "fetch.oor_as_empty": "fetch offsets beyond the log end answer empty instead of OFFSET_OUT_OF_RANGE",
     "offsets.accept_stale_generation": "OffsetCommit ignores the generation (Kafka: ILLEGAL_GENERATION)",
     "offsets.forget_on_restart": "committed offsets are not replayed when the broker restarts",
-    "group.no_rebalance_signal": "Heartbeat answers NONE in PreparingRebalance (Kafka: REBALANCE_IN_PROGRESS)",
+    "group.no_rebalance_signal": "Heartbeat answers NONE in PreparingRebalance (Kafka: REBALANCE_IN_PROGRESS) — "
+                                 "breaks GROUP-HEARTBEAT-REBALANCE-IN-PROGRESS (and the rules whose members learn "
+                                 "of a rebalance that way: GROUP-LEAVE-REBALANCE, GROUP-COOPERATIVE-INCREMENTAL)",
     "produce.ignore_min_insync": "acks=all ignores min.insync.replicas (Kafka: NOT_ENOUGH_REPLICAS when the ISR is "
                                  "smaller, Partition.appendRecordsToLeader)",
     "list_offsets.latest_is_leo": "ListOffsets LATEST answers the log end offset instead of the high watermark",
