@@ -430,24 +430,33 @@ async def stable_single(s: Session, instance_id: str | None = None, session_ms: 
     return m
 
 
+async def parked_join(s: Session, m: Member) -> asyncio.Task:
+    """Send ``m``'s JoinGroup in the background, answering MEMBER_ID_REQUIRED (KIP-394) once if it comes, and
+    return when DescribeGroups says PreparingRebalance or the join ended (at most ~1 s per attempt). The member
+    id round trip is GROUP-MEMBER-ID-REQUIRED's business; here a target that skips it still gets a parked join."""
+    already = (await s.describe()).state == "PreparingRebalance"   # then the state says nothing about this join
+    task = s.background(m.join())
+    for attempt in range(2):
+        # DescribeGroups saying PreparingRebalance is the quick sign; the parked JoinGroup is what the rules need
+        # (GROUP-STATES checks the state names), so without the sign wait a little and see whether it is parked.
+        # (MEMBER_ID_REQUIRED comes back in one round trip; the others' sessions keep running meanwhile.)
+        deadline = time.monotonic() + (0.3 if already and not attempt else 1.0)
+        while not task.done() and time.monotonic() < deadline:
+            if (attempt or not already) and (await s.describe()).state == "PreparingRebalance":
+                break
+            await asyncio.sleep(0.02)
+        if not (task.done() and task.result().error == MEMBER_ID_REQUIRED and m.instance_id is None):
+            break
+        task = s.background(m.join())
+    return task
+
+
 async def second_member_parked(s: Session, a: Member, instance_id: str | None = None,
                                session_ms: int | None = None, rebalance_ms: int = 10_000
                                ) -> tuple[Member, asyncio.Task]:
     """A second member whose JoinGroup is parked (PreparingRebalance) until ``a`` rejoins, as Kafka parks it."""
     b = await s.member(instance_id, session_ms, rebalance_ms)
-    if instance_id is None:
-        first = await b.join()
-        assert first.error in (NONE, MEMBER_ID_REQUIRED), f"JoinGroup of a second member: {first}"
-        if first.error == NONE:
-            raise AssertionError(f"JoinGroup of a second member returned at once without a rebalance: {first}")
-    task = s.background(b.join())
-    # DescribeGroups saying PreparingRebalance is the quick sign; the parked JoinGroup is what the rule needs
-    # (GROUP-STATES checks the state names), so without the sign wait a little and require the join still parked.
-    deadline = time.monotonic() + 1.0
-    while not task.done() and time.monotonic() < deadline:
-        if (await s.describe()).state == "PreparingRebalance":
-            break
-        await asyncio.sleep(0.02)
+    task = await parked_join(s, b)
     if task.done():
         raise AssertionError(f"a new member's JoinGroup to a Stable group returned {task.result()} before the "
                              f"existing member {a.member_id} rejoined; Kafka parks it until every member rejoined "
@@ -559,11 +568,11 @@ async def test_describe_unknown_group_is_dead(group_broker: GroupBroker, evidenc
 # ClassicGroupState: the states each state may move to. "Dead" first: an unknown group is described as Dead, and
 # a group is created Empty (DeleteGroups, the other way to Dead, is not exercised here).
 NEXT_STATES = {
-    "Dead": {"Empty"},
+    "Dead": {"Empty", "PreparingRebalance"},   # a JoinGroup creates the group Empty and moves it on at once
     "Empty": {"PreparingRebalance"},
     "PreparingRebalance": {"CompletingRebalance", "Empty"},
     "CompletingRebalance": {"Stable", "PreparingRebalance"},
-    "Stable": {"PreparingRebalance"},
+    "Stable": {"PreparingRebalance", "Empty"},  # the last member leaving passes PreparingRebalance in one request
 }
 
 
@@ -592,19 +601,19 @@ async def test_state_transitions(group_broker: GroupBroker, evidence: Evidence) 
 
         a = await s.member()
         await look()
-        j = await a.join()
+        j = await observe(s, seen, a.join())
         if j.error == MEMBER_ID_REQUIRED:     # the group now exists, Empty, with the id handed out pending
             await look()
             j = await observe(s, seen, a.join())
         assert j.error == NONE, j
         await observe(s, seen, a.sync({a.member_id: b"A"}))
         b = await s.member()
-        await observe(s, seen, b.join())                  # MEMBER_ID_REQUIRED (v4+) or the join itself
-        task = s.background(b.join()) if b.generation < 0 else None
+        task = await parked_join(s, b)                    # via MEMBER_ID_REQUIRED (v4+) where the target uses it
+        await look()
         await s.wait_state("PreparingRebalance")
+        await look()
         await observe(s, seen, a.join())
-        if task is not None:
-            await asyncio.wait_for(task, group_broker.join_timeout_s)
+        await asyncio.wait_for(task, group_broker.join_timeout_s)
         follow = s.background(b.sync())
         await observe(s, seen, a.sync({a.member_id: b"A", b.member_id: b"B"}))
         await asyncio.wait_for(follow, group_broker.join_timeout_s)
@@ -628,9 +637,11 @@ async def test_initial_rebalance_delay(group_broker: GroupBroker, evidence: Evid
     rebalance_ms = 10_000
     async with session(group_broker, evidence) as s:
         a = await s.member()
-        first = await a.join()
         t0 = time.monotonic()
-        j = await a.join() if first.error == MEMBER_ID_REQUIRED else first
+        j = await a.join()
+        if j.error == MEMBER_ID_REQUIRED:
+            t0 = time.monotonic()
+            j = await a.join()
         waited_ms = (time.monotonic() - t0) * 1000
         assert j.error == NONE, j
         delay = group_broker.initial_delay_ms
@@ -768,10 +779,11 @@ async def test_heartbeat_in_completing_rebalance(group_broker: GroupBroker, evid
 @pytest.mark.rule("GROUP-ILLEGAL-GENERATION")
 @pytest.mark.parametrize("op", ["heartbeat", "sync", "commit"])
 async def test_stale_generation(group_broker: GroupBroker, evidence: Evidence, op: str) -> None:
-    """The generation before the current one (what a member that missed a rebalance sends) and the one after."""
+    """The generation before the current one (what a member that missed a rebalance sends), the one after, and -1
+    (no generation) with a member id: Kafka allows -1 only with an empty member id in an Empty group."""
     async with session(group_broker, evidence) as s:
         a = await stable_single(s)
-        others = [g for g in (a.generation - 1, a.generation + 1) if g >= 0]
+        others = sorted({g for g in (a.generation - 1, a.generation + 1) if g >= 0} | {-1})
         for gen in others:
             if op == "heartbeat":
                 code = await a.heartbeat(generation=gen)
@@ -866,14 +878,10 @@ async def test_member_returns_after_session_expired(group_broker: GroupBroker, e
         b.forget()
         # b joins as new (parked: the group rebalances), a rejoins as its heartbeat would tell it to; both must get
         # the new generation, and after the SyncGroups the group is Stable with b's new id.
-        first = await b.join()
-        assert first.error in (NONE, MEMBER_ID_REQUIRED), f"JoinGroup of the returning member: {first}"
-        jb = s.background(b.join()) if first.error == MEMBER_ID_REQUIRED else None
-        if jb is not None:
-            await s.wait_state("PreparingRebalance")
+        jb = await parked_join(s, b)
+        await s.wait_state("PreparingRebalance")
         ja = await a.join()
-        if jb is not None:
-            await asyncio.wait_for(jb, group_broker.join_timeout_s)
+        await asyncio.wait_for(jb, group_broker.join_timeout_s)
         assert ja.error == NONE and b.generation == a.generation and b.member_id not in ("", old), (
             f"the returning member must get a new id in a's generation: a {ja}, b {b.member_id} gen {b.generation}")
         leader, follower = (a, b) if a.leader == a.member_id else (b, a)
@@ -908,15 +916,18 @@ async def test_join_phase_ends_at_the_shorter_timeout(group_broker: GroupBroker,
         ja = s.background(a.join())
         done, _ = await asyncio.wait([task, ja], timeout=hi / 1000 - (time.monotonic() - since) + 0.5)
         took_ms = (time.monotonic() - since) * 1000
+        # the earliest moment is only this rule's business for the rebalance timeout (an early session expiry is
+        # GROUP-SESSION-TIMEOUT's); for both, the join must not wait for the longer timeout
+        lo = expected_ms * 0.9 - 50 if shorter == "rebalance" else 0.0
         msg = within(evidence, f"join phase without silent b (the {shorter} timeout is shorter)", took_ms,
-                     expected_ms * 0.9 - 50, hi, session_ms=session_ms, rebalance_ms=rebalance_ms)
+                     lo, hi, session_ms=session_ms, rebalance_ms=rebalance_ms)
         assert len(done) == 2, f"{msg}: the JoinGroups of a and c were still parked"
         jc, jaa = task.result(), ja.result()
         assert jc.error == NONE and jaa.error == NONE and jc.generation == jaa.generation, (jaa, jc)
         leader = jaa if jaa.leader == jaa.member_id else jc
         assert sorted(leader.members) == sorted([a.member_id, c.member_id]), \
             f"the new generation must be a and c without b: leader told {leader.members}"
-        assert expected_ms * 0.9 - 50 <= took_ms <= hi, msg
+        assert lo <= took_ms <= hi, msg
 
 
 @pytest.mark.rule("GROUP-SYNC-LEADER-GONE")
@@ -962,8 +973,7 @@ async def test_member_disconnects_while_parked(group_broker: GroupBroker, eviden
         c_closed = asyncio.Event()
 
         async def c_parks_and_closes() -> None:
-            first = await c.join()
-            c_task = s.background(c.join() if first.error == MEMBER_ID_REQUIRED else asyncio.sleep(0))
+            c_task = await parked_join(s, c)
             if parked == "join":
                 await asyncio.sleep(0.1)              # the JoinGroup is on the wire, parked
             else:
@@ -1005,7 +1015,6 @@ async def test_many_members_join_at_once(group_broker: GroupBroker, evidence: Ev
         assert sorted(leader.members) == ids, (
             f"the leader was told {len(leader.members)} members, {n} joined "
             f"(missing {sorted(set(ids) - set(leader.members))[:5]})")
-        assert all(m.members == [] for m in followers), "followers must be told no members"
         follow = [s.background(m.sync()) for m in followers]
         err, mine = await leader.sync({mid: assignment_for(mid) for mid in leader.members})
         got = await asyncio.wait_for(asyncio.gather(*follow), group_broker.join_timeout_s)
