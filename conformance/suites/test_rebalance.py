@@ -688,8 +688,8 @@ async def test_invalid_session_timeout(group_broker: GroupBroker, evidence: Evid
     async with session(group_broker, evidence) as s:
         a = await s.member()
         j = await a.join(session_ms=session_ms)
-        if allowed and j.error == MEMBER_ID_REQUIRED:
-            j = await a.join(session_ms=session_ms)
+        if j.error == MEMBER_ID_REQUIRED:     # Kafka checks the bounds first; a target that does not is judged
+            j = await a.join(session_ms=session_ms)   # on the join that follows
         if allowed and j.error == NONE:
             await a.leave()
         ok = (j.error == NONE) if allowed else (j.error == INVALID_SESSION_TIMEOUT)
@@ -878,8 +878,8 @@ async def test_member_returns_after_session_expired(group_broker: GroupBroker, e
         b.forget()
         # b joins as new (parked: the group rebalances), a rejoins as its heartbeat would tell it to; both must get
         # the new generation, and after the SyncGroups the group is Stable with b's new id.
-        jb = await parked_join(s, b)
-        await s.wait_state("PreparingRebalance")
+        jb = await parked_join(s, b)         # (the state names are GROUP-STATES' business, not waited for here)
+        await asyncio.sleep(0.05)            # the group is already rebalancing: no state change marks b's join
         ja = await a.join()
         await asyncio.wait_for(jb, group_broker.join_timeout_s)
         assert ja.error == NONE and b.generation == a.generation and b.member_id not in ("", old), (
