@@ -17,7 +17,9 @@ FAULTS: dict[str, str] = {
     "fetch.oor_as_empty": "fetch offsets beyond the log end answer empty instead of OFFSET_OUT_OF_RANGE",
     "offsets.accept_stale_generation": "OffsetCommit ignores the generation (Kafka: ILLEGAL_GENERATION)",
     "offsets.forget_on_restart": "committed offsets are not replayed when the broker restarts",
-    "group.no_rebalance_signal": "Heartbeat answers NONE in PreparingRebalance (Kafka: REBALANCE_IN_PROGRESS)",
+    "group.no_rebalance_signal": "Heartbeat answers NONE in PreparingRebalance (Kafka: REBALANCE_IN_PROGRESS) — "
+                                 "breaks GROUP-HEARTBEAT-REBALANCE-IN-PROGRESS (and the rules whose members learn "
+                                 "of a rebalance that way: GROUP-LEAVE-REBALANCE, GROUP-COOPERATIVE-INCREMENTAL)",
     "produce.ignore_min_insync": "acks=all ignores min.insync.replicas (Kafka: NOT_ENOUGH_REPLICAS when the ISR is "
                                  "smaller, Partition.appendRecordsToLeader)",
     "list_offsets.latest_is_leo": "ListOffsets LATEST answers the log end offset instead of the high watermark (seen "
@@ -111,6 +113,50 @@ FAULTS: dict[str, str] = {
     "fetch.min_bytes_uncapped": "a parked fetch counts every byte after its fetch offset toward min_bytes, not at "
                                 "most partition_max_bytes per partition (DelayedFetch.tryComplete caps) — breaks "
                                 "FETCH-MINBYTES-PARTITION-CAP",
+    # group (rebalance suite): one switch per classic-group rule, each named after the mechanism it breaks
+    "group.describe_completing_as_stable": "DescribeGroups reports CompletingRebalance as Stable — breaks GROUP-STATES",
+    "group.initial_delay_quarter": "the first rebalance of an Empty group waits a quarter of "
+                                   "group.initial.rebalance.delay.ms — breaks GROUP-INITIAL-DELAY",
+    "group.no_member_id_required": "JoinGroup v4+ without a member id joins at once (Kafka: MEMBER_ID_REQUIRED, "
+                                   "KIP-394) — breaks GROUP-MEMBER-ID-REQUIRED",
+    "group.session_bounds_exclusive": "a session timeout equal to group.min/max.session.timeout.ms is refused "
+                                      "(Kafka: the bounds are allowed) — breaks GROUP-INVALID-SESSION-TIMEOUT",
+    "group.session_timeout_unchecked": "JoinGroup accepts any session timeout (Kafka: INVALID_SESSION_TIMEOUT "
+                                       "outside the bounds) — breaks GROUP-INVALID-SESSION-TIMEOUT",
+    "group.followers_get_members": "JoinGroup answers followers the member list too (Kafka: the leader only) — "
+                                   "breaks GROUP-JOIN-REBALANCE",
+    "group.heartbeat_completing_rebalancing": "Heartbeat in CompletingRebalance answers REBALANCE_IN_PROGRESS "
+                                              "(Kafka: NONE) — breaks GROUP-HEARTBEAT-COMPLETING",
+    "group.sync_in_preparing_ok": "SyncGroup in PreparingRebalance answers NONE with the old assignment (Kafka: "
+                                  "REBALANCE_IN_PROGRESS) — breaks GROUP-SYNC-REBALANCE-IN-PROGRESS",
+    "group.commit_in_completing_ok": "OffsetCommit in CompletingRebalance is accepted (Kafka: "
+                                     "REBALANCE_IN_PROGRESS) — breaks OFFSET-COMMIT-COMPLETING",
+    "group.commit_in_preparing_refused": "OffsetCommit in PreparingRebalance answers REBALANCE_IN_PROGRESS "
+                                         "(Kafka: accepted) — breaks OFFSET-COMMIT-PREPARING",
+    "group.ignore_generation": "Heartbeat and SyncGroup ignore the generation (Kafka: ILLEGAL_GENERATION) — "
+                               "breaks GROUP-ILLEGAL-GENERATION",
+    "group.sync_unknown_member_ok": "SyncGroup from a member id the group does not have answers NONE, empty "
+                                    "(Kafka: UNKNOWN_MEMBER_ID) — breaks GROUP-UNKNOWN-MEMBER",
+    "group.leave_no_rebalance": "LeaveGroup of a member that is not the last removes it without a rebalance "
+                                "— breaks GROUP-LEAVE-REBALANCE",
+    "group.session_expires_early": "members expire after half their session timeout — breaks "
+                                   "GROUP-SESSION-TIMEOUT",
+    "group.static_rejoin_rebalances": "a static member rejoining a Stable group unchanged starts a rebalance "
+                                      "(Kafka: no rebalance, KIP-345) — breaks GROUP-STATIC-REJOIN",
+    "group.fenced_as_unknown": "a replaced static member's old id answers UNKNOWN_MEMBER_ID (Kafka: "
+                               "FENCED_INSTANCE_ID) — breaks GROUP-STATIC-FENCED",
+    "group.fence_on_metadata_change": "a member rejoining with changed metadata (cooperative owned partitions) "
+                                      "is answered UNKNOWN_MEMBER_ID, so it loses all its partitions — breaks "
+                                      "GROUP-COOPERATIVE-INCREMENTAL",
+    "group.join_waits_session": "the join phase ignores the rebalance timeout: members that do not rejoin are "
+                                "dropped only when their session expires — breaks GROUP-REBALANCE-TIMEOUT",
+    "group.owed_sync_never_expires": "a member that joined a generation but never sent its SyncGroup is kept "
+                                     "forever (no pending-sync expiry, session not enforced) — breaks "
+                                     "GROUP-SYNC-LEADER-GONE and GROUP-DISCONNECT-RECOVERS",
+    "group.expired_member_zombie": "a member removed by session expiry still gets NONE for its Heartbeat "
+                                   "(Kafka: UNKNOWN_MEMBER_ID) — breaks GROUP-EXPIRED-REJOIN",
+    "group.leader_member_list_capped": "the leader's JoinGroup answer lists at most 16 members — breaks "
+                                       "GROUP-MANY-MEMBERS",
 }
 
 

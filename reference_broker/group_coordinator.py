@@ -7,7 +7,9 @@ States (``ClassicGroupState``): Empty → PreparingRebalance → CompletingRebal
   removed (dynamic ones; static members stay). Completing the join bumps the generation, picks the protocol every
   member supports with the most first-choice votes, and answers the leader with the member list.
 - SyncGroup parks followers until the leader's assignment arrives (then Stable); a rebalance meanwhile answers
-  them REBALANCE_IN_PROGRESS.
+  them REBALANCE_IN_PROGRESS. Every member of a new generation owes a SyncGroup: those that have not sent one
+  within the rebalance timeout are removed and the group rebalances (schedulePendingSync / expirePendingSync), so
+  a leader that never assigns cannot hold its followers forever.
 - Session timeouts expire members (not while their join/sync is parked) and trigger a rebalance.
 - JoinGroup v4+ without a member id: MEMBER_ID_REQUIRED with a fresh id (KIP-394); the id must come back within
   the session timeout.
@@ -117,6 +119,9 @@ class ClassicGroup:
         self.initial_delay_remaining_ms = 0
         self.new_member_added = False
         self.in_initial_delay = False
+        self.pending_sync: set[str] = set()   # members of this generation that have not sent SyncGroup yet
+        self.sync_timer: Timer | None = None
+        self.expired: set[str] = set()        # ids removed by session expiry (only for group.expired_member_zombie)
 
     # -- views ------------------------------------------------------------------------------------------------
 
@@ -202,6 +207,7 @@ class GroupCoordinator:
                     t.cancel()
             if g.join_timer is not None:
                 g.join_timer.cancel()
+            self._cancel_pending_sync(g)
 
     # -- loading ----------------------------------------------------------------------------------------------
 
@@ -236,17 +242,45 @@ class GroupCoordinator:
     def _schedule_session(self, g: ClassicGroup, m: Member) -> None:
         if m.session_timer is not None:
             m.session_timer.cancel()
-        m.session_timer = self._later(m.session_timeout_ms, self._on_session_expired, g, m.member_id)
+        ms = m.session_timeout_ms // 2 if self.faults.on("group.session_expires_early") else m.session_timeout_ms
+        m.session_timer = self._later(ms, self._on_session_expired, g, m.member_id)
 
     def _on_session_expired(self, g: ClassicGroup, member_id: str) -> None:
         m = g.members.get(member_id)
         if m is None:
             return
-        if m.awaiting_join or m.awaiting_sync:
+        if m.awaiting_join or m.awaiting_sync or (
+                member_id in g.pending_sync and self.faults.on("group.owed_sync_never_expires")):
             # GroupCoordinator.shouldKeepAlive: a member parked in join/sync is alive; check again later
             self._schedule_session(g, m)
             return
+        if self.faults.on("group.expired_member_zombie"):
+            g.expired.add(member_id)
         self._remove_member(g, m, "session timeout")
+
+    def _schedule_pending_sync(self, g: ClassicGroup) -> None:
+        """GroupMetadataManager.schedulePendingSync: every member must send SyncGroup within the rebalance timeout."""
+        self._cancel_pending_sync(g)
+        g.pending_sync = set(g.members)
+        if not self.faults.on("group.owed_sync_never_expires"):
+            g.sync_timer = self._later(g.rebalance_timeout_ms(), self._expire_pending_sync, g, g.generation_id)
+
+    @staticmethod
+    def _cancel_pending_sync(g: ClassicGroup) -> None:
+        g.pending_sync = set()
+        if g.sync_timer is not None:
+            g.sync_timer.cancel()
+            g.sync_timer = None
+
+    def _expire_pending_sync(self, g: ClassicGroup, generation: int) -> None:
+        """GroupMetadataManager.expirePendingSync: members that never synced leave; the group rebalances."""
+        g.sync_timer = None
+        if g.state not in (COMPLETING, STABLE) or g.generation_id != generation or not g.pending_sync:
+            return
+        for mid in sorted(g.pending_sync):
+            m = g.members.get(mid)
+            if m is not None:
+                self._remove_member(g, m, "no SyncGroup within the rebalance timeout")
 
     # -- membership changes -----------------------------------------------------------------------------------
 
@@ -274,19 +308,23 @@ class GroupCoordinator:
             if fut is not None and not fut.done():
                 fut.set_result(JoinResult(code) if fut is m.join_future else (code, b""))
 
-    def _remove_member(self, g: ClassicGroup, m: Member, why: str) -> None:
+    def _remove_member(self, g: ClassicGroup, m: Member, why: str, rebalance: bool = True) -> None:
         g.members.pop(m.member_id, None)
+        g.pending_sync.discard(m.member_id)
         if m.group_instance_id is not None and g.static_members.get(m.group_instance_id) == m.member_id:
             del g.static_members[m.group_instance_id]
         self._release(m, E.UnknownMemberIdError.errno)
         if g.leader_id == m.member_id:
             g.leader_id = next(iter(g.members), None)
+        if not rebalance:
+            return
         if g.state in (STABLE, COMPLETING):
             self._prepare_rebalance(g, f"removing member {m.member_id}: {why}")
         elif g.state == PREPARING:
             self._maybe_complete_join(g)
 
     def _prepare_rebalance(self, g: ClassicGroup, reason: str) -> None:
+        self._cancel_pending_sync(g)
         if g.state == COMPLETING:
             # resetAndPropagateAssignmentWithError: parked syncs learn a rebalance started
             for m in g.members.values():
@@ -299,7 +337,7 @@ class GroupCoordinator:
         g.state = PREPARING
         g.new_member_added = False
         if was_empty:
-            delay = self.config["group.initial.rebalance.delay.ms"]
+            delay = self._initial_delay_ms()
             timeout = g.rebalance_timeout_ms()
             first = min(delay, timeout)
             g.in_initial_delay = True
@@ -307,12 +345,19 @@ class GroupCoordinator:
             g.join_timer = self._later(first, self._on_initial_delay, g)
         else:
             g.in_initial_delay = False
-            g.join_timer = self._later(g.rebalance_timeout_ms(), self._complete_join, g)
+            timeout = g.rebalance_timeout_ms()
+            if self.faults.on("group.join_waits_session"):
+                timeout = max([timeout, *(m.session_timeout_ms for m in g.members.values())]) * 3
+            g.join_timer = self._later(timeout, self._complete_join, g)
             self._maybe_complete_join(g)
+
+    def _initial_delay_ms(self) -> int:
+        delay = self.config["group.initial.rebalance.delay.ms"]
+        return delay // 4 if self.faults.on("group.initial_delay_quarter") else delay
 
     def _on_initial_delay(self, g: ClassicGroup) -> None:
         """InitialDelayedJoin.onComplete: extend while members keep arriving and time remains."""
-        delay = self.config["group.initial.rebalance.delay.ms"]
+        delay = self._initial_delay_ms()
         if g.new_member_added and g.initial_delay_remaining_ms > 0:
             g.new_member_added = False
             step = min(delay, g.initial_delay_remaining_ms)
@@ -358,17 +403,22 @@ class GroupCoordinator:
         g.protocol_name = g.select_protocol()
         g.state = COMPLETING
         self.store.write_group(g.group_id, g.generation_id, g.protocol_type, g.protocol_name)
-        everyone = [(mid, m.group_instance_id, m.metadata_for(g.protocol_name)) for mid, m in g.members.items()]
+        everyone = self._members_view(g)
+        if self.faults.on("group.leader_member_list_capped"):
+            everyone = everyone[:16]
+        to_all = self.faults.on("group.followers_get_members")
         for mid, m in g.members.items():
             if m.awaiting_join:
                 m.join_future.set_result(JoinResult(
                     NONE, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, mid,
-                    everyone if mid == g.leader_id else []))
+                    everyone if mid == g.leader_id or to_all else []))
             m.is_new = False
             self._schedule_session(g, m)
+        self._schedule_pending_sync(g)
 
     def _remove_member_quietly(self, g: ClassicGroup, m: Member) -> None:
         g.members.pop(m.member_id, None)
+        g.pending_sync.discard(m.member_id)
         if m.session_timer is not None:
             m.session_timer.cancel()
         if g.leader_id == m.member_id:
@@ -385,7 +435,10 @@ class GroupCoordinator:
         cfg = self.config
         if not group_id:
             return JoinResult(E.InvalidGroupIdError.errno, member_id=member_id)
-        if not (cfg["group.min.session.timeout.ms"] <= session_timeout_ms <= cfg["group.max.session.timeout.ms"]):
+        lo, hi = cfg["group.min.session.timeout.ms"], cfg["group.max.session.timeout.ms"]
+        if self.faults.on("group.session_bounds_exclusive"):
+            lo, hi = lo + 1, hi - 1
+        if not (lo <= session_timeout_ms <= hi) and not self.faults.on("group.session_timeout_unchecked"):
             return JoinResult(E.InvalidSessionTimeoutError.errno, member_id=member_id)
         g = self.groups.get(group_id)
         if g is None:
@@ -408,7 +461,7 @@ class GroupCoordinator:
             old_id = g.static_members.get(new.group_instance_id)
             if old_id is not None and old_id in g.members:
                 return await self._replace_static(g, g.members[old_id], new)
-        elif version >= 4:
+        elif version >= 4 and not self.faults.on("group.no_member_id_required"):
             # KIP-394: hand out the id first; the member must come back with it
             g.pending_members[new.member_id] = self._later(new.session_timeout_ms, self._expire_pending, g,
                                                            new.member_id)
@@ -432,6 +485,9 @@ class GroupCoordinator:
     async def _replace_static(self, g: ClassicGroup, old: Member, new: Member) -> JoinResult:
         """KIP-345: the new member takes the instance's place; the old id is fenced."""
         del g.members[old.member_id]
+        if old.member_id in g.pending_sync:
+            g.pending_sync.discard(old.member_id)
+            g.pending_sync.add(new.member_id)
         if old.session_timer is not None:
             old.session_timer.cancel()
         new.assignment = old.assignment
@@ -444,7 +500,7 @@ class GroupCoordinator:
             if fut is not None and not fut.done():
                 fut.set_result(fenced)
         self._schedule_session(g, new)
-        if g.state == STABLE and old.matches(new.protocols):
+        if g.state == STABLE and old.matches(new.protocols) and not self.faults.on("group.static_rejoin_rebalances"):
             # unchanged metadata: no rebalance; the member keeps its assignment (skip_assignment for a leader)
             return JoinResult(NONE, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
                               new.member_id, [], skip_assignment=g.leader_id == new.member_id)
@@ -469,6 +525,9 @@ class GroupCoordinator:
         if g.state in (EMPTY, DEAD):
             return JoinResult(E.UnknownMemberIdError.errno, member_id=mid)
         m = g.members[mid]
+        if not m.matches(req.protocols) and self.faults.on("group.fence_on_metadata_change"):
+            self._remove_member(g, m, "rejoined with changed metadata")
+            return JoinResult(E.UnknownMemberIdError.errno, member_id=mid)
         if m.awaiting_join and not m.join_future.done():
             m.join_future.set_result(JoinResult(E.UnknownMemberIdError.errno, member_id=mid))  # superseded
         m.join_future = asyncio.get_running_loop().create_future()
@@ -511,15 +570,23 @@ class GroupCoordinator:
         try:
             g.validate_member(member_id, instance_id)
         except GroupError as e:
+            if self.faults.on("group.sync_unknown_member_ok") and e.code == E.UnknownMemberIdError.errno:
+                return NONE, b"", g
             return e.code, b"", g
-        if generation_id != g.generation_id:
+        if generation_id != g.generation_id and not self.faults.on("group.ignore_generation"):
             return E.IllegalGenerationError.errno, b"", g
         if (protocol_type is not None and protocol_type != g.protocol_type) or (
                 protocol_name is not None and protocol_name != g.protocol_name):
             return E.InconsistentGroupProtocolError.errno, b"", g
         m = g.members[member_id]
         if g.state == PREPARING:
+            if self.faults.on("group.sync_in_preparing_ok"):
+                return NONE, m.assignment, g
             return E.RebalanceInProgressError.errno, b"", g
+        g.pending_sync.discard(member_id)       # removePendingSyncMember (CompletingRebalance and Stable)
+        if not g.pending_sync and g.sync_timer is not None:
+            g.sync_timer.cancel()
+            g.sync_timer = None
         if g.state == STABLE:
             self._schedule_session(g, m)
             return NONE, m.assignment, g
@@ -542,6 +609,8 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
         """GroupMetadataManager.classicGroupHeartbeat."""
         g = self.groups.get(group_id)
+        if g is not None and member_id in g.expired and member_id not in g.members:
+            return NONE                                   # group.expired_member_zombie
         if g is None or g.state == EMPTY:
             return E.UnknownMemberIdError.errno
         if g.state == DEAD:
@@ -549,13 +618,20 @@ class GroupCoordinator:
         try:
             g.validate_member(member_id, instance_id)
         except GroupError as e:
-            return e.code
-        if generation_id != g.generation_id:
+            return self._fenced_code(e.code)
+        if generation_id != g.generation_id and not self.faults.on("group.ignore_generation"):
             return E.IllegalGenerationError.errno
         self._schedule_session(g, g.members[member_id])
         if g.state == PREPARING and not self.faults.on("group.no_rebalance_signal"):
             return E.RebalanceInProgressError.errno
+        if g.state == COMPLETING and self.faults.on("group.heartbeat_completing_rebalancing"):
+            return E.RebalanceInProgressError.errno
         return NONE
+
+    def _fenced_code(self, code: int) -> int:
+        if code == E.FencedInstanceIdError.errno and self.faults.on("group.fenced_as_unknown"):
+            return E.UnknownMemberIdError.errno
+        return code
 
     # -- LeaveGroup -------------------------------------------------------------------------------------------
 
@@ -588,7 +664,8 @@ class GroupCoordinator:
             if m is None:
                 errors.append(E.UnknownMemberIdError.errno)
                 continue
-            self._remove_member(g, m, "left the group")
+            quiet = self.faults.on("group.leave_no_rebalance") and g.state == STABLE and len(g.members) > 1
+            self._remove_member(g, m, "left the group", rebalance=not quiet)
             errors.append(NONE)
         return NONE, errors
 
@@ -611,12 +688,14 @@ class GroupCoordinator:
             try:
                 g.validate_member(member_id, instance_id)
             except GroupError as e:
-                return e.code, g
+                return self._fenced_code(e.code), g
             if generation_id != g.generation_id and not self.faults.on("offsets.accept_stale_generation"):
                 return E.IllegalGenerationError.errno, g
         elif g.state != EMPTY:
             return E.UnknownMemberIdError.errno, g
-        if g.state == COMPLETING:
+        if g.state == COMPLETING and not self.faults.on("group.commit_in_completing_ok"):
+            return E.RebalanceInProgressError.errno, g
+        if g.state == PREPARING and self.faults.on("group.commit_in_preparing_refused"):
             return E.RebalanceInProgressError.errno, g
         return NONE, g
 
@@ -641,7 +720,8 @@ class GroupCoordinator:
             dead = EMPTY if self.faults.on("group.describe_unknown_empty") else DEAD
             return {"state": dead, "protocol_type": "", "protocol": "", "members": []}
         stable = g.state == STABLE
-        return {"state": g.state, "protocol_type": g.protocol_type or "",
+        state = STABLE if g.state == COMPLETING and self.faults.on("group.describe_completing_as_stable") else g.state
+        return {"state": state, "protocol_type": g.protocol_type or "",
                 "protocol": g.protocol_name or "" if g.state in (STABLE, COMPLETING) else "",
                 "members": [(mid, m.group_instance_id, m.client_id, m.client_host,
                              m.metadata_for(g.protocol_name) if stable else b"",

@@ -1,4 +1,4 @@
-"""The fetch and offsets suites, run as a user runs them (pytest in a subprocess, results JSON parsed):
+"""The conformance suites, run as a user runs them (pytest in a subprocess, results JSON parsed):
 
 - against the reference broker every check passes (or is skipped with a reason) — the suites agree with the
   executable spec;
@@ -176,6 +176,53 @@ FAULTS = [
      {"FETCH-AT-LEO-EMPTY", "FETCH-OOR-ABOVE-LEO", "FETCH-HW-CAP"}),
     ("fetch.min_bytes_uncapped", FETCH, "min_bytes_capped or min_bytes_boundaries", "FETCH-MINBYTES-PARTITION-CAP",
      {"FETCH-MINBYTES-GE"}),
+    # group: every rebalance rule, each with a neighbour that must still pass
+    ("group.describe_completing_as_stable", REBALANCE, "state_transitions or static_member_rejoins", "GROUP-STATES",
+     {"GROUP-STATIC-REJOIN"}),
+    ("group.initial_delay_quarter", REBALANCE, "initial_rebalance_delay or state_transitions", "GROUP-INITIAL-DELAY",
+     {"GROUP-STATES"}),
+    ("group.no_member_id_required", REBALANCE, "member_id_required or join_starts", "GROUP-MEMBER-ID-REQUIRED",
+     {"GROUP-JOIN-REBALANCE"}),
+    ("group.session_bounds_exclusive", REBALANCE, "invalid_session_timeout or member_id_required",
+     "GROUP-INVALID-SESSION-TIMEOUT", {"GROUP-MEMBER-ID-REQUIRED"}),
+    ("group.session_timeout_unchecked", REBALANCE, "invalid_session_timeout or member_id_required",
+     "GROUP-INVALID-SESSION-TIMEOUT", {"GROUP-MEMBER-ID-REQUIRED"}),
+    ("group.followers_get_members", REBALANCE, "join_starts or leave_starts", "GROUP-JOIN-REBALANCE",
+     {"GROUP-LEAVE-REBALANCE"}),
+    ("group.no_rebalance_signal", REBALANCE, "heartbeat_in_preparing or heartbeat_in_completing",
+     "GROUP-HEARTBEAT-REBALANCE-IN-PROGRESS", {"GROUP-HEARTBEAT-COMPLETING"}),
+    ("group.no_rebalance_signal", REBALANCE, "leave_starts or session_timeout_removes", "GROUP-LEAVE-REBALANCE",
+     {"GROUP-SESSION-TIMEOUT"}),
+    ("group.no_rebalance_signal", REBALANCE, "cooperative", "GROUP-COOPERATIVE-INCREMENTAL", set()),
+    ("group.heartbeat_completing_rebalancing", REBALANCE, "heartbeat_in_completing or heartbeat_in_preparing",
+     "GROUP-HEARTBEAT-COMPLETING", {"GROUP-HEARTBEAT-REBALANCE-IN-PROGRESS"}),
+    ("group.sync_in_preparing_ok", REBALANCE, "sync_in_preparing or leader_never_syncs",
+     "GROUP-SYNC-REBALANCE-IN-PROGRESS", {"GROUP-SYNC-LEADER-GONE"}),
+    ("group.commit_in_completing_ok", REBALANCE, "commit_in_completing or commit_in_preparing",
+     "OFFSET-COMMIT-COMPLETING", {"OFFSET-COMMIT-PREPARING"}),
+    ("group.commit_in_preparing_refused", REBALANCE, "commit_in_preparing or commit_in_completing",
+     "OFFSET-COMMIT-PREPARING", {"OFFSET-COMMIT-COMPLETING"}),
+    ("group.ignore_generation", REBALANCE, "stale_generation or unknown_member", "GROUP-ILLEGAL-GENERATION",
+     {"GROUP-UNKNOWN-MEMBER"}),
+    ("group.sync_unknown_member_ok", REBALANCE, "unknown_member or stale_generation", "GROUP-UNKNOWN-MEMBER",
+     {"GROUP-ILLEGAL-GENERATION"}),
+    ("group.leave_no_rebalance", REBALANCE, "leave_starts or state_transitions", "GROUP-LEAVE-REBALANCE",
+     {"GROUP-STATES"}),
+    ("group.session_expires_early", REBALANCE, "session_timeout_removes or returns_after", "GROUP-SESSION-TIMEOUT",
+     {"GROUP-EXPIRED-REJOIN"}),
+    ("group.static_rejoin_rebalances", REBALANCE, "static", "GROUP-STATIC-REJOIN", {"GROUP-STATIC-FENCED"}),
+    ("group.fenced_as_unknown", REBALANCE, "static", "GROUP-STATIC-FENCED", {"GROUP-STATIC-REJOIN"}),
+    ("group.fence_on_metadata_change", REBALANCE, "cooperative or static_member_rejoins",
+     "GROUP-COOPERATIVE-INCREMENTAL", {"GROUP-STATIC-REJOIN"}),
+    ("group.join_waits_session", REBALANCE, "shorter_timeout or session_timeout_removes", "GROUP-REBALANCE-TIMEOUT",
+     {"GROUP-SESSION-TIMEOUT"}),
+    ("group.owed_sync_never_expires", REBALANCE, "leader_never_syncs or session_timeout_removes",
+     "GROUP-SYNC-LEADER-GONE", {"GROUP-SESSION-TIMEOUT"}),
+    ("group.owed_sync_never_expires", REBALANCE, "disconnects_while_parked", "GROUP-DISCONNECT-RECOVERS", set()),
+    ("group.expired_member_zombie", REBALANCE, "returns_after or session_timeout_removes", "GROUP-EXPIRED-REJOIN",
+     {"GROUP-SESSION-TIMEOUT"}),
+    ("group.leader_member_list_capped", REBALANCE, "many_members or join_starts", "GROUP-MANY-MEMBERS",
+     {"GROUP-JOIN-REBALANCE"}),
 ]
 
 
@@ -197,7 +244,7 @@ def test_faults_table_is_the_rule_switch_matrix() -> None:
     assert rows == declared, f"rows without BREAKS entry: {rows - declared}; BREAKS without row: {declared - rows}"
     assert {r for _f, r in declared} <= set(RULES)
     covered = {r for r, sw in switches_by_rule(RULES).items() if sw}
-    assert len(covered) >= 17, f"{len(covered)} of {len(RULES)} rules have a switch that breaks them"
+    assert covered == set(RULES), f"rules no switch breaks: {sorted(set(RULES) - covered)}"
 
 
 def test_isr_hw_suite_passes_on_the_reference_cluster(tmp_path: Path) -> None:
@@ -221,6 +268,16 @@ def test_clients_suite_passes_against_reference(tmp_path: Path) -> None:
     (hist,) = read_history(doc["history"])
     assert {"send", "poll", "assign", "commit"} <= {op["f"] for op in hist.ops}
     assert doc["duration_s"] < 60, f"the clients suite took {doc['duration_s']} s against the reference broker"
+
+
+def test_rebalance_suite_passes_on_the_reference(tmp_path: Path) -> None:
+    """None diverge without switches: every rebalance rule runs (none skipped) and passes, in bounded wall time."""
+    doc = run_suites(tmp_path, [REBALANCE])
+    outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
+    assert all(o == "pass" for o, _ in outcomes.values()), outcomes
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "rebalance"}
+    assert declared == set(by_rule(doc)) and len(declared) >= 23, declared ^ set(by_rule(doc))
+    assert doc["duration_s"] < 90, f"the rebalance suite took {doc['duration_s']} s against the reference broker"
 
 
 @pytest.mark.parametrize(("fault", "suite", "select", "diverges", "still_pass"), FAULTS,
