@@ -26,6 +26,7 @@ from kafka import errors as E
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest
 
+from .aio import cancel_and_wait
 from .client.protocol import Connection
 from .clock import Clock, make_rng
 from .config import BrokerConfig
@@ -425,13 +426,7 @@ class BrokerNode:
             pass
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         await self.fetchers.stop()
         await self.server.stop()
         for link in self._links.values():

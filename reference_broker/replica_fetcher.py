@@ -20,6 +20,7 @@ from collections.abc import Callable
 from kafka import errors as E
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
+from .aio import cancel_and_wait
 from .client.protocol import Connection
 from .clock import Clock
 from .config import BrokerConfig
@@ -60,11 +61,7 @@ class ReplicaFetcher:
 
     async def stop(self) -> None:
         if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait([self.task])
         await self._drop_conn()
 
     async def _drop_conn(self) -> None:

@@ -230,7 +230,10 @@ class Connection:
     async def request(self, request: ApiMessage, version: int | None = None, timeout: float | None = 30.0) -> Response:
         """Send one request and await its decoded response (see :meth:`submit`)."""
         fut = self.submit(request, version)
-        return await asyncio.wait_for(fut, timeout)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that races the answer
+        # (gh-86296), so a loop cancelled at stop() would go on and the node's shutdown would hang.
+        async with asyncio.timeout(timeout):
+            return await fut
 
     def send_frame(
         self, frame: bytes, correlation_id: int, api_key: int, api_version: int, expect_response: bool = True
