@@ -44,9 +44,10 @@ rule("ACKS-ALL-MIN-ISR", "Produce with acks=all to a partition whose ISR is smal
      "kafka.cluster.Partition.appendRecordsToLeader (inSyncSize < minIsr && requiredAcks == -1 → "
      "NotEnoughReplicasException)", SUITE)
 rule("HW-CONSISTENT-VIEWS", "the Fetch high_watermark, ListOffsets LATEST (read_uncommitted) and the end of the "
-     "last acks=all Produce agree on a partition at rest", "Partition.fetchOffsetForTimestamp (LATEST → "
-     "highWatermark for consumers); DelayedProduce completes once HW ≥ the batch's end "
-     "(Partition.checkEnoughReplicasReachOffset)", SUITE)
+     "last acks=all Produce agree on a partition at rest; with no transaction open the last stable offset (Fetch, "
+     "read_committed LATEST) equals them", "Partition.fetchOffsetForTimestamp (LATEST → highWatermark for "
+     "consumers, lastStableOffset for read_committed); UnifiedLog.lastStableOffset (firstUnstableOffset, else the "
+     "HW); DelayedProduce completes once HW ≥ the batch's end (Partition.checkEnoughReplicasReachOffset)", SUITE)
 rule("HW-MONOTONIC", "the high watermark a leader reports never decreases within a leader epoch",
      "kafka.cluster.Partition.maybeIncrementLeaderHW (HW only moves forward; UnifiedLog.maybeIncrementHighWatermark)",
      SUITE)
@@ -126,21 +127,27 @@ async def test_acks_all_refused_below_min_insync(wire: Wire) -> None:
 
 @pytest.mark.rule("HW-CONSISTENT-VIEWS")
 async def test_hw_views_agree(wire: Wire, evidence: Evidence) -> None:
-    """Produce batches of varying size; after each, Fetch HW == ListOffsets LATEST == end of the acks=all batch.
+    """Produce batches of varying size; after each, Fetch HW == ListOffsets LATEST == end of the acks=all batch,
+    and (no transaction open) the last stable offset, in Fetch and in read_committed ListOffsets LATEST, equals it.
     The HW is read by a Fetch at that end (no records), so the answer cannot depend on what the read returned."""
     topic = await wire.create_topic(partitions=1, replication_factor=1)
-    seen: list[tuple[int, int, int]] = []
+    seen: list[tuple[int, int, int, int, int]] = []
     for count in (1, 3, 1, 7, 2, 5):
         p = await wire.produce(topic, count=count, acks=-1)
         end = p.base_offset + count
-        f = await ops.fetch(wire, topic, 0, end, max_wait_ms=10, min_bytes=0)
+        f = (await wire.fetch([(topic, 0, end)], max_wait_ms=10, min_bytes=0)).part(topic, 0)
         lerr, latest, _ = await wire.list_offsets(topic, 0, LATEST)
-        seen.append((end, f.high_watermark, latest))
-        evidence.note("end_hw_latest", seen)
-        assert f.error == NONE and lerr == NONE, f"Fetch error {f.error}, ListOffsets error {lerr}"
+        cerr, committed, _ = await wire.list_offsets(topic, 0, LATEST, isolation_level=1)
+        seen.append((end, f.high_watermark, latest, f.last_stable_offset, committed))
+        evidence.note("end_hw_latest_lso_latest-committed", seen)
+        assert f.error_code == NONE and lerr == NONE and cerr == NONE, (
+            f"Fetch error {f.error_code}, ListOffsets error {lerr} (read_committed: {cerr})")
         assert f.high_watermark == latest == end, (
             f"after an acks=all batch ending at {end}: Fetch high_watermark {f.high_watermark}, ListOffsets LATEST "
-            f"{latest} (history end/hw/latest: {seen})")
+            f"{latest} (history end/hw/latest/lso/latest read_committed: {seen})")
+        assert f.last_stable_offset == committed == end, (
+            f"no transaction is open, so the last stable offset is the HW {end}: Fetch last_stable_offset "
+            f"{f.last_stable_offset}, read_committed ListOffsets LATEST {committed} (history: {seen})")
 
 
 @pytest.mark.rule("HW-MONOTONIC")
