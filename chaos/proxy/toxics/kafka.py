@@ -25,8 +25,8 @@ from kafka.protocol.api_key import ApiKey
 
 from .. import errors as E
 from .. import kafka_wire as wire
-from ..frames import FrameCounter
-from .base import Chunk, Forward, Stub, Toxic
+from .base import Chunk, Forward, Stub
+from .framed import FramedToxic
 
 log = logging.getLogger("chaos.proxy.kafka")
 
@@ -34,16 +34,8 @@ ACTIONS = ("error", "drop", "delay", "close")
 NOT_LEADER_OR_FOLLOWER = 6
 
 
-class _State:
-    __slots__ = ("sync", "buf")
-
-    def __init__(self) -> None:
-        self.sync: FrameCounter | None = None  # until the first whole frame: where the current one ends
-        self.buf = bytearray()
-
-
 @dataclass
-class KafkaToxic(Toxic):
+class KafkaToxic(FramedToxic):
     type = "kafka"
     default_stream = "upstream"
     api_key: int = -1
@@ -93,48 +85,9 @@ class KafkaToxic(Toxic):
         if stream != "upstream":
             raise E.INVALID_STREAM.joined("the kafka toxic reads requests: use stream upstream")
 
-    def new_state(self) -> _State:
-        return _State()
-
-    def on_attach(self, stub: Stub) -> None:
-        # Where does the next request start? The connection has counted every byte delivered upstream.
-        tracker = stub.link.tracker
-        if not tracker.at_boundary and stub.state.sync is None:
-            sync = FrameCounter()
-            sync._remaining, sync._head = tracker._remaining, tracker._head
-            stub.state.sync = sync
-
-    def cleanup(self, stub: Stub) -> bytes:
-        held = bytes(stub.state.buf)  # a partial request: pass it on untouched
-        stub.state.buf.clear()
-        return held
-
-    async def pipe(self, chunk: Chunk | None, stub: Stub, forward: Forward) -> None:
-        state: _State = stub.state
-        if chunk is None:
-            if state.buf:
-                await forward(Chunk(bytes(state.buf), 0.0))
-                state.buf.clear()
-            await forward(None)
-            return
-        data = chunk.data
-        if state.sync is not None:  # finish the request that was in flight when this toxic attached
-            ends = state.sync.feed(data, want_ends=True) or []
-            cut = ends[0] if ends else len(data)
-            await forward(Chunk(data[:cut], chunk.ts))
-            data = data[cut:]
-            if not ends:
-                return
-            state.sync = None
-        buf = state.buf
-        buf += data
+    async def on_frames(self, frames: list[bytes], raw: bytes, stub: Stub, forward: Forward, ts: float) -> None:
         passthrough = bytearray()
-        while len(buf) >= 4:
-            size = int.from_bytes(buf[:4], "big", signed=True)
-            if size < 0 or len(buf) < 4 + size:
-                break
-            frame = bytes(buf[:4 + size])
-            del buf[:4 + size]
+        for frame in frames:
             if not self._matches_key(frame):
                 if frame[4:6] == b"\x00\x00":  # Produce: acks=0 ones get no answer; keep the count right
                     decoded = wire.decode_request(frame[4:])
@@ -143,14 +96,12 @@ class KafkaToxic(Toxic):
                 passthrough += frame
                 continue
             if passthrough:
-                await forward(Chunk(bytes(passthrough), chunk.ts))
+                await forward(Chunk(bytes(passthrough), ts))
                 passthrough.clear()
-            await self._on_request(frame, stub, forward, chunk.ts)
-        if size_invalid(buf):
-            passthrough += buf  # not Kafka framing: pass the bytes on rather than hold them forever
-            buf.clear()
+            await self._on_request(frame, stub, forward, ts)
+        passthrough += raw  # not Kafka framing: pass the bytes on rather than hold them forever
         if passthrough:
-            await forward(Chunk(bytes(passthrough), chunk.ts))
+            await forward(Chunk(bytes(passthrough), ts))
 
     def _matches_key(self, frame: bytes) -> bool:
         head = wire.peek(frame[4:])
@@ -207,7 +158,3 @@ class KafkaToxic(Toxic):
             stub.link.connection.no_response_requests += 1
         with contextlib.suppress(ConnectionError):
             await forward(Chunk(frame, ts))
-
-
-def size_invalid(buf: bytearray) -> bool:
-    return len(buf) >= 4 and int.from_bytes(buf[:4], "big", signed=True) < 0

@@ -41,8 +41,8 @@ from kafka.protocol.api_key import ApiKey
 
 from .. import errors as E
 from .. import kafka_wire as wire
-from ..frames import FrameCounter
-from .base import Chunk, Forward, Stub, Toxic
+from .base import Chunk, Forward, Stub
+from .framed import FramedToxic, FrameState
 
 log = logging.getLogger("chaos.proxy.kafka_rewrite")
 
@@ -73,17 +73,8 @@ def _kind(type_str: str) -> str:
     return "other"
 
 
-class _State:
-    __slots__ = ("sync", "buf", "tap")
-
-    def __init__(self) -> None:
-        self.sync: FrameCounter | None = None  # until the first whole frame: where the current one ends
-        self.buf = bytearray()
-        self.tap: Any = None  # the connection's RequestTap
-
-
 @dataclass
-class KafkaRewriteToxic(Toxic):
+class KafkaRewriteToxic(FramedToxic):
     type = "kafka_rewrite"
     default_stream = "downstream"
     watches_requests = True  # the server records request headers for it from a connection's first byte
@@ -161,58 +152,16 @@ class KafkaRewriteToxic(Toxic):
         if stream != "downstream":
             raise E.INVALID_STREAM.joined("the kafka_rewrite toxic rewrites responses: use stream downstream")
 
-    def new_state(self) -> _State:
-        return _State()
-
     def on_attach(self, stub: Stub) -> None:
-        state: _State = stub.state
-        state.tap = stub.link.connection.watch_requests()
-        tracker = stub.link.tracker  # where does the next response start? every byte sent down was counted
-        if not tracker.at_boundary and state.sync is None:
-            sync = FrameCounter()
-            sync._remaining, sync._head = tracker._remaining, tracker._head
-            state.sync = sync
+        stub.state.tap = stub.link.connection.watch_requests()
+        super().on_attach(stub)  # where does the next response start? every byte sent down was counted
 
-    def cleanup(self, stub: Stub) -> bytes:
-        held = bytes(stub.state.buf)  # a partial response: pass it on untouched
-        stub.state.buf.clear()
-        return held
-
-    async def pipe(self, chunk: Chunk | None, stub: Stub, forward: Forward) -> None:
-        state: _State = stub.state
-        if chunk is None:
-            if state.buf:
-                await forward(Chunk(bytes(state.buf), 0.0))
-                state.buf.clear()
-            await forward(None)
-            return
-        data = chunk.data
-        if state.sync is not None:  # finish the response that was in flight when this toxic attached
-            ends = state.sync.feed(data, want_ends=True) or []
-            cut = ends[0] if ends else len(data)
-            await forward(Chunk(data[:cut], chunk.ts))
-            data = data[cut:]
-            if not ends:
-                return
-            state.sync = None
-        buf = state.buf
-        buf += data
-        out = bytearray()
-        while len(buf) >= 4:
-            size = int.from_bytes(buf[:4], "big", signed=True)
-            if size < 0:  # not Kafka framing: pass everything on rather than hold it forever
-                out += buf
-                buf.clear()
-                break
-            if len(buf) < 4 + size:
-                break
-            frame = bytes(buf[:4 + size])
-            del buf[:4 + size]
-            out += self._maybe_rewrite(frame, state, stub)
+    async def on_frames(self, frames: list[bytes], raw: bytes, stub: Stub, forward: Forward, ts: float) -> None:
+        out = b"".join(self._maybe_rewrite(f, stub.state, stub) for f in frames) + raw
         if out:
-            await forward(Chunk(bytes(out), chunk.ts))
+            await forward(Chunk(out, ts))
 
-    def _maybe_rewrite(self, frame: bytes, state: _State, stub: Stub) -> bytes:
+    def _maybe_rewrite(self, frame: bytes, state: FrameState, stub: Stub) -> bytes:
         if len(frame) < 8 or state.tap is None:
             return frame
         corr = int.from_bytes(frame[4:8], "big", signed=True)
