@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -282,11 +285,50 @@ def test_rebalance_suite_passes_on_the_reference(tmp_path: Path) -> None:
     assert doc["duration_s"] < 90, f"the rebalance suite took {doc['duration_s']} s against the reference broker"
 
 
-@pytest.mark.parametrize(("fault", "suite", "select", "diverges", "still_pass"), FAULTS,
-                         ids=[f"{f[0]}-{f[3]}" for f in FAULTS])
-def test_fault_switch_shows_as_divergence(tmp_path: Path, fault: str, suite: str, select: str, diverges: str,
-                                          still_pass: set[str]) -> None:
-    doc = run_suites(tmp_path, [suite], "-k", select, "--target-config", f"faults={fault}", name=fault)
+def _row_ids() -> list[str]:
+    """``switch-RULE``, with ``-2``, ``-3`` for further rows of the same pair (pytest's own suffixes would differ)."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in FAULTS:
+        base = f"{f[0]}-{f[3]}"
+        seen[base] = seen.get(base, 0) + 1
+        out.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+    return out
+
+
+ROW_IDS = _row_ids()
+# The rows' child runs mostly wait on timers (max_wait, lag times, session timeouts), so a few run side by side;
+# KCT_ROW_WORKERS=1 runs them one at a time.
+ROW_WORKERS = int(os.environ.get("KCT_ROW_WORKERS", "3"))
+
+
+def run_row(work: Path, fault: str, suite: str, select: str) -> tuple[dict, str]:
+    """One row: the suite's selected checks with the switch on, and the HTML report of that run."""
+    doc = run_suites(work, [suite], "-k", select, "--target-config", f"faults={fault}", name=fault)
+    out = work / "report"
+    proc = subprocess.run([sys.executable, "-m", "reports", "conformance", str(work / f"{fault}.json"),
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return doc, (out / "index.html").read_text()
+
+
+@pytest.fixture(scope="module")
+def row_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Start the child runs of every selected row at once (ROW_WORKERS at a time); each row's test waits for its
+    own. Only the rows this session selected run."""
+    wanted = {item.callspec.id for item in request.session.items
+              if item.originalname == "test_fault_switch_shows_as_divergence" and hasattr(item, "callspec")}
+    pool = ThreadPoolExecutor(max_workers=max(1, ROW_WORKERS))
+    futures = {rid: pool.submit(run_row, tmp_path_factory.mktemp("row"), row[0], row[1], row[2])
+               for rid, row in zip(ROW_IDS, FAULTS, strict=True) if rid in wanted}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.parametrize(("fault", "suite", "select", "diverges", "still_pass"), FAULTS, ids=ROW_IDS)
+def test_fault_switch_shows_as_divergence(row_runs: dict, request: pytest.FixtureRequest, fault: str, suite: str,
+                                          select: str, diverges: str, still_pass: set[str]) -> None:
+    doc, page = row_runs[request.node.callspec.id].result(timeout=600)
     rules = by_rule(doc)
     assert doc["target"]["config"]["faults"] == [fault]
     assert "divergence" in rules.get(diverges, set()), (
@@ -304,11 +346,6 @@ def test_fault_switch_shows_as_divergence(tmp_path: Path, fault: str, suite: str
     assert div["message"] and div["evidence"].get("exchanges"), "a divergence carries its message and evidence"
 
     # The HTML report shows the divergence for that rule, with its evidence.
-    out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "reports", "conformance", str(tmp_path / f"{fault}.json"),
-                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    page = (out / "index.html").read_text()
     assert f'id="divergence-0-{diverges}"' in page, "the report links the rule's cell to its divergence"
     assert f"faults: {fault}" in page
     assert 'id="rule-coverage"' in page and f"<code>{fault}</code>" in page, "the report shows rule coverage"
