@@ -179,6 +179,9 @@ class RunResult:
     note: str = ""
 
 
+FULL_RUN_TIMEOUT_S = 900.0
+
+
 class Bench:
     """A reference broker behind an in-process proxy; `run()` runs suites through it with one mutant or none."""
 
@@ -242,11 +245,13 @@ class Bench:
             cmd += ["-k", select]
         if mutant is not None and self.maxfail:
             cmd += [f"--maxfail={self.maxfail}"]
+        # a run of whole suites (the baseline, --full) takes minutes; --timeout bounds the selected runs
+        limit = self.timeout if select else max(self.timeout, FULL_RUN_TIMEOUT_S)
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=self.timeout)
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=limit)
         except subprocess.TimeoutExpired:
-            res.verdict, res.note = "timeout", f"child pytest still running after {self.timeout:.0f} s"
+            res.verdict, res.note = "timeout", f"child pytest still running after {limit:.0f} s"
         else:
             if out.exists():
                 _classify(res, json.loads(out.read_text()))
