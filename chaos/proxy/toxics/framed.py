@@ -7,6 +7,8 @@ whole frames in ``on_frames``.
 """
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..frames import FrameCounter
@@ -39,8 +41,30 @@ def split_frames(buf: bytearray) -> tuple[list[bytes], bytes]:
     return frames, b""
 
 
+@dataclass
 class FramedToxic(Toxic):
-    """A toxic that sees whole Kafka frames (requests upstream, responses downstream)."""
+    """A toxic that sees whole Kafka frames (requests upstream, responses downstream), and counts what it acted on:
+    ``hits`` and the latest ``acted`` (monotonic time, api_key, correlation id), shared by updated copies of it."""
+
+    _hits: list[int] = field(default_factory=lambda: [0], repr=False, compare=False)
+    _log: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=1000), repr=False,
+                                                 compare=False)
+
+    def attributes(self) -> dict[str, Any]:
+        out = super().attributes()
+        out.pop("_hits")
+        out.pop("_log")
+        return out
+
+    @property
+    def hits(self) -> int:
+        """How many frames this toxic acted on (shared by updated copies of it)."""
+        return self._hits[0]
+
+    @property
+    def acted(self) -> list[tuple[float, int, int]]:
+        """(monotonic time, api_key, correlation id) of the latest frames acted on (at most 1000)."""
+        return list(self._log)
 
     def new_state(self) -> FrameState:
         return FrameState()

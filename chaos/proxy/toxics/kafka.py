@@ -17,8 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
@@ -46,26 +45,6 @@ class KafkaToxic(FramedToxic):
     partition: int = -1
     count: int = 0
     probability: float = 1.0
-    _hits: list[int] = field(default_factory=lambda: [0], repr=False, compare=False)
-    # (monotonic time, api_key, correlation id) of the last requests acted on: evidence for tests and reports
-    _log: deque[tuple[float, int, int]] = field(default_factory=lambda: deque(maxlen=1000), repr=False,
-                                                 compare=False)
-
-    def attributes(self) -> dict[str, Any]:
-        out = super().attributes()
-        out.pop("_hits")
-        out.pop("_log")
-        return out
-
-    @property
-    def hits(self) -> int:
-        """How many requests this toxic acted on (shared by updated copies of it)."""
-        return self._hits[0]
-
-    @property
-    def acted(self) -> list[tuple[float, int, int]]:
-        """(monotonic time, api_key, correlation id) of the latest requests acted on (at most 1000)."""
-        return list(self._log)
 
     def validate(self) -> None:
         if self.api_key not in set(ApiKey) and self.api_key != -1:

@@ -27,12 +27,10 @@ flight when the toxic attaches are not rewritten.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import logging
 import struct
 import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,26 +85,6 @@ class KafkaRewriteToxic(FramedToxic):
     partition: int = -1
     count: int = 0
     probability: float = 1.0
-    _hits: list[int] = dataclasses.field(default_factory=lambda: [0], repr=False, compare=False)
-    # (monotonic time, api_key, correlation id) of the latest responses rewritten: evidence for tests and reports
-    _log: deque[tuple[float, int, int]] = dataclasses.field(default_factory=lambda: deque(maxlen=1000), repr=False,
-                                                 compare=False)
-
-    def attributes(self) -> dict[str, Any]:
-        out = super().attributes()
-        out.pop("_hits")
-        out.pop("_log")
-        return out
-
-    @property
-    def hits(self) -> int:
-        """How many responses this toxic rewrote (shared by updated copies of it)."""
-        return self._hits[0]
-
-    @property
-    def acted(self) -> list[tuple[float, int, int]]:
-        """(monotonic time, api_key, correlation id) of the latest responses rewritten (at most 1000)."""
-        return list(self._log)
 
     def validate(self) -> None:
         if self.api_key not in set(ApiKey):
