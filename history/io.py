@@ -127,7 +127,9 @@ class _LazyOps(Sequence):
     def __iter__(self) -> Iterator[dict]:
         return iter(self.materialize())
 
-    def materialize(self) -> list[dict]:
+    def materialize(self, young_gc: bool = False) -> list[dict]:
+        """Every operation, parsed; ``young_gc``: collect the youngest generation after each chunk (the caller
+        paused the collector, see _gc_paused)."""
         out: list[dict] = []
         for chunk in self.chunks:
             lines = chunk.split(b"\n")
@@ -137,14 +139,16 @@ class _LazyOps(Sequence):
                 out += [_loads_exact(x.decode("utf-8")) for x in lines]
             else:
                 out += map(_loads, lines)
+            if young_gc:
+                _young_gc()
         return out
 
 
 def _get_ops(self: History) -> list[dict]:
     lazy = self.__dict__.get("_lazy")
     if lazy is not None:
-        with _gc_paused():
-            self.__dict__["_ops"] = lazy.materialize()
+        with _gc_paused() as ours:
+            self.__dict__["_ops"] = lazy.materialize(ours)
         self.__dict__["_lazy"] = None
     return self.__dict__["_ops"]
 
@@ -769,7 +773,7 @@ def read_jsonl(path: str, *, skip_corrupt: bool = False) -> list[History]:
     """Read every run in a JSONL (optionally .gz) file."""
     with _gc_paused() as ours:
         if _FAST:
-            typed = read_typed(path)
+            typed = read_typed(path, ours)
             if typed is not None:
                 return [_typed_history(*typed)]
             runs = _read_jsonl_fast(path, skip_corrupt, ours)

@@ -16,6 +16,7 @@ start and every error, warning and ``skip_corrupt`` decision stays theirs.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import operator
 import sys
@@ -116,18 +117,20 @@ def _chunks(path: str) -> list[bytes]:
     return out
 
 
-def read_typed(path: str) -> tuple[str, dict | None, list[bytes], list[int], RecordColumns] | None:
+def read_typed(path: str, young_gc: bool = False) -> tuple[str, dict | None, list[bytes], list[int],
+                                                          RecordColumns] | None:
     """``(run_id, header body or None, chunks of operation lines, operations per chunk, columns)`` of
-    a one-run file this path certainly accepts, else None (see the module docstring)."""
+    a one-run file this path certainly accepts, else None (see the module docstring). ``young_gc``: the caller
+    paused the collector; collect the youngest generation after each chunk."""
     if msgspec is None or sys.getrecursionlimit() > 1024:
         return None  # (msgspec's depth limit is the recursion limit; orjson's is 1024, and it reads the lines later)
     try:
-        return _read(path)
+        return _read(path, young_gc)
     except (_Doubt, *_ERRORS):
         return None
 
 
-def _read(path: str) -> tuple:
+def _read(path: str, young_gc: bool) -> tuple:
     chunks = _chunks(path)
     _need(chunks)
     header = None
@@ -150,6 +153,9 @@ def _read(path: str) -> tuple:
         _need(len(got) == c.count(b"\n") + (not c.endswith(b"\n")))
         g.add(got)  # while the chunk's structs are still in cache
         counts.append(len(got))
+        if young_gc:  # the chunk's new tuples, while in cache (see history.io._gc_paused)
+            gc.collect(0)
+        del got  # before the next chunk is decoded: its structs reuse the memory just freed, still in cache
     _need(g.n and len(g.run_ids) == 1)
     (rid,) = g.run_ids
     if header is not None:
