@@ -220,21 +220,27 @@ class _Gather:
         if is_send is not None:
             sv = _pick(vals, np.flatnonzero(is_send))
             recs = list(map(_get_records, sv))
-            if UNSET in recs:
-                single = list(compress(sv, map(operator.is_, recs, repeat(UNSET))))
+            n_single = recs.count(UNSET)
+            if n_single:
+                single = sv if n_single == len(sv) else list(compress(sv, map(operator.is_, recs, repeat(UNSET))))
                 _need(UNSET not in map(_TOPIC, single) and UNSET not in map(_PARTITION, single)
                       and UNSET not in map(_get_value, single))
-            if len(recs) > recs.count(UNSET):
+            if n_single < len(sv):
                 _need(0 not in map(len, (r for r in recs if r is not UNSET)))
             done = np.flatnonzero(is_send & (typ != 0))
             dv = _pick(vals, done)
-            groups = [(v,) if r is UNSET else r for v, r in zip(dv, map(_get_records, dv), strict=True)]
-            allr = list(chain.from_iterable(groups))
+            if n_single == len(sv):  # no batch: each value is its one record
+                allr = groups = dv
+                lens: Any = [1] * len(dv)
+            else:
+                groups = [(v,) if r is UNSET else r for v, r in zip(dv, map(_get_records, dv), strict=True)]
+                allr = list(chain.from_iterable(groups))
+                lens = map(len, groups)
             cols.s_topic += map(_TOPIC, allr)
             cols.s_partition += map(_PARTITION, allr)
             cols.s_value += map(_get_value, allr)
             cols.s_offset += map(_OFFSET, allr)
-            cols.s_ops += zip((done + base).tolist(), _pick(procs_l, done), _pick(typ_l, done), map(len, groups),
+            cols.s_ops += zip((done + base).tolist(), _pick(procs_l, done), _pick(typ_l, done), lens,
                               strict=True)
 
         is_poll = of("poll")
@@ -243,9 +249,11 @@ class _Gather:
             pv = _pick(vals, ok_polls)
             recs = list(map(_get_records, pv))
             _need(UNSET not in recs)
-            for pos_map in map(_get["positions"], pv):
-                if pos_map is not UNSET:
-                    _need(all("/" in k and o >= 0 for k, o in pos_map.items()))
+            positions = list(map(_get["positions"], pv))
+            if positions.count(UNSET) < len(positions):
+                for pos_map in positions:
+                    if pos_map is not UNSET:
+                        _need(all("/" in k and o >= 0 for k, o in pos_map.items()))
             allr = list(chain.from_iterable(recs))
             offsets = list(map(_OFFSET, allr))
             _need(None not in offsets)

@@ -167,3 +167,15 @@ def test_generated_malformations_read_the_same_as_the_exact_path(tmp_path, mutat
     got = _outcome(lambda: hio.read_jsonl(str(p), skip_corrupt=skip))
     with _exact_only():
         assert got == _outcome(lambda: hio.read_jsonl(str(p), skip_corrupt=skip))
+
+
+def test_columns_of_a_run_without_batch_sends(tmp_path):
+    h = synth.generate("r", seed=3, n_ops=400, processes=4, partitions=3, p_info=0.05)
+    assert not any("records" in op["value"] for op in h.ops if op["f"] == "send")
+    (got,) = read(_write(tmp_path, _lines(h)))
+    assert got.__dict__["_lazy"] is not None
+    ref = RecordColumns.collect(h.ops)
+    for name in RecordColumns.__slots__:
+        if name != "values_all_int":
+            assert getattr(got.columns, name) == getattr(ref, name), name
+    assert analyze(got.op_view(), got.settings, got.columns) == analyze(h.ops, h.settings)
