@@ -3,6 +3,10 @@
 Every reader validates as it goes: a corrupt or truncated line raises :class:`HistoryError` naming the file and
 line, so a checker never sees malformed data. ``skip_corrupt=True`` instead skips such lines with a
 ``CorruptLineWarning`` (and drops completions whose invoke was skipped, so pairing stays sound).
+
+A JSONL file of one well-formed run is read on the typed path first (history.typed: msgspec structs, checks on
+whole columns); its ``History.ops`` dicts are parsed from the kept lines only when asked for (``op_view()``
+serves single operations). Any doubt there, and the fast path below, then the exact path, read the file.
 """
 
 from __future__ import annotations
