@@ -3,6 +3,10 @@
 Every reader validates as it goes: a corrupt or truncated line raises :class:`HistoryError` naming the file and
 line, so a checker never sees malformed data. ``skip_corrupt=True`` instead skips such lines with a
 ``CorruptLineWarning`` (and drops completions whose invoke was skipped, so pairing stays sound).
+
+A JSONL file of one well-formed run is read on the typed path first (history.typed: msgspec structs, checks on
+whole columns); its ``History.ops`` dicts are parsed from the kept lines only when asked for (``op_view()``
+serves single operations). Any doubt there, and the fast path below, then the exact path, read the file.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import compress, groupby, repeat
+from itertools import accumulate, compress, groupby, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -29,6 +34,7 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
 
 from .columns import _OFFSET, _PARTITION, _TOPIC, _VALUE, RecordColumns, _offset_or_none
 from .schema import COMPLETIONS, NEMESIS_PROCESS, TYPES, HistoryError, dumps, validate_header, validate_op
+from .typed import read_typed
 
 # orjson reads an integer beyond 64 bits as a float (10**40 and 10**40 + 1 become the same value, a false
 # duplicate). Text with a run of 20 digits (every such integer has one) is parsed by the standard library, which
@@ -88,6 +94,76 @@ class History:
         if self.nemesis is not None:
             body["nemesis"] = self.nemesis
         return {"run_id": self.run_id, "header": body}
+
+    def op_view(self) -> Sequence[dict]:
+        """The operations as a sequence that builds only the ones asked for (``ops`` builds them all): what a
+        checker given ``columns`` needs (the count, and single operations for evidence)."""
+        lazy = self.__dict__.get("_lazy")
+        return self.ops if lazy is None else lazy
+
+
+class _LazyOps(Sequence):
+    """A run's operations kept as the raw JSONL lines the typed path read (history.typed): parsed all at once
+    into ``History.ops`` when something asks for that list, one at a time for :meth:`History.op_view`.
+    The lines are the ones the other paths would have parsed, by the same parser, so the dicts are theirs."""
+
+    def __init__(self, chunks: list[bytes], counts: list[int]) -> None:
+        self.chunks = chunks
+        self.starts = [0, *accumulate(counts)]
+        self.split: dict[int, list[bytes]] = {}
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204 - as list's
+        if not isinstance(i, int):
+            return self.materialize()[i]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("operation index out of range")
+        k = bisect_right(self.starts, i) - 1
+        lines = self.split.get(k)
+        if lines is None:
+            lines = self.split[k] = self.chunks[k].split(b"\n")
+        return _loads_exact(lines[i - self.starts[k]].decode("utf-8"))
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter(self.materialize())
+
+    def materialize(self, young_gc: bool = False) -> list[dict]:
+        """Every operation, parsed; ``young_gc``: collect the youngest generation after each chunk (the caller
+        paused the collector, see _gc_paused)."""
+        out: list[dict] = []
+        for chunk in self.chunks:
+            lines = chunk.split(b"\n")
+            if not lines[-1]:
+                lines.pop()
+            if _DIGIT_RUN in chunk.translate(_DIGITS):
+                out += [_loads_exact(x.decode("utf-8")) for x in lines]
+            else:
+                out += map(_loads, lines)
+            if young_gc:
+                _young_gc()
+        return out
+
+
+def _get_ops(self: History) -> list[dict]:
+    lazy = self.__dict__.get("_lazy")
+    if lazy is not None:
+        with _gc_paused() as ours:
+            self.__dict__["_ops"] = lazy.materialize(ours)
+        self.__dict__["_lazy"] = None
+    return self.__dict__["_ops"]
+
+
+def _set_ops(self: History, ops: list[dict]) -> None:
+    self.__dict__["_ops"] = ops
+    self.__dict__["_lazy"] = None
+
+
+# ``ops`` is a property so that a run read on the typed path builds its operation dicts only when asked
+History.ops = property(_get_ops, _set_ops, doc="The run's operations (dicts) in index order.")  # type: ignore[assignment]
 
 
 _TYPES = frozenset(TYPES)
@@ -687,10 +763,23 @@ def _read_jsonl_fast(path: str, skip_corrupt: bool, young_gc: bool) -> list[Hist
     return reader.histories()
 
 
+def _typed_history(rid: str, body: dict | None, chunks: list[bytes], counts: list[int],
+                   cols: RecordColumns) -> History:
+    h = History(rid)
+    if body is not None:
+        _header_fields(h, body)
+    h.__dict__["_lazy"] = _LazyOps(chunks, counts)  # (no reference back to h: no cycle to wait for the GC)
+    h.columns = cols
+    return h
+
+
 def read_jsonl(path: str, *, skip_corrupt: bool = False) -> list[History]:
     """Read every run in a JSONL (optionally .gz) file."""
     with _gc_paused() as ours:
         if _FAST:
+            typed = read_typed(path, ours)
+            if typed is not None:
+                return [_typed_history(*typed)]
             runs = _read_jsonl_fast(path, skip_corrupt, ours)
             if runs is not None:
                 return runs

@@ -47,7 +47,7 @@ def _run_check(args: argparse.Namespace) -> int:
         raise HistoryError("no runs: the file is empty (0 bytes)" if empty else "no runs in this file",
                            path=args.path)
     for h in runs:
-        res = analyze(h.ops, h.settings, h.columns)
+        res = analyze(h.op_view(), h.settings, h.columns)
         lin = {}
         for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations)):
             from reports.linearizability import check_operations

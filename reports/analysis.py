@@ -175,7 +175,7 @@ def part_verdicts(h: History, budget_s: float = 10.0, max_cases: int = 8) -> lis
     Every analysis is per key, so the anomaly checker's cases split by key, and the linearizability search
     partitions by key itself (each part with its own budget, as a part checked alone would have); nothing is
     copied into per-part operation lists. ``ops`` of a part is the number of operations its model checked."""
-    res = analyze(h.ops, h.settings, h.columns).by_key()
+    res = analyze(h.op_view(), h.settings, h.columns).by_key()
     log_ops = log_operations(h.ops, h.settings)
     log = {str(p.key): p for p in check_operations(PARTITION_LOG, log_ops, budget_s=budget_s).parts}
     out = []
@@ -243,7 +243,7 @@ def run_verdict(h: History, parts: Iterable[PartVerdict], n_ops: int | None = No
 
 def check_history(h: History, budget_s: float = 10.0, workers: int = 1) -> RunVerdict:
     """The direct check of a whole run (no splitting by us: the checkers and models partition themselves)."""
-    res = analyze(h.ops, h.settings, h.columns)
+    res = analyze(h.op_view(), h.settings, h.columns)
     lin = {}
     for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations)):
         lin[model.name] = check_operations(model, extract(h.ops, h.settings), budget_s=budget_s,

@@ -1,0 +1,322 @@
+"""The typed path: a whole JSONL file of one run decoded by msgspec into typed structs, checked a column at a time.
+
+Why: parsing every line into dicts (orjson) and checking them one Python statement at a time cost ~4 s per
+million operations. msgspec decodes straight into the structs below, enforcing most of the contract itself (exact
+classes: a bool is no int, a float no int; integers of any size kept exact), and the rest - index and time order,
+invoke/completion pairing, the shape each ``f`` needs - is checked on whole columns with numpy. The checker's
+columns (:class:`~history.columns.RecordColumns`) are gathered from the structs in the same pass. The operation
+dicts (``History.ops``) are not built here: the run keeps the raw lines and parses them (as the other paths would)
+only when something asks for them; :meth:`History.op_view` serves single operations (evidence) without that.
+
+All or nothing, like the fast path's doubt: :func:`read_typed` accepts only files it certainly accepts (one run,
+a header on the first line or none, every line an operation the exact path accepts), and returns None for anything
+else - a corrupt line, a second run, a blank line, a doubtful shape - so the other paths read the file from the
+start and every error, warning and ``skip_corrupt`` decision stays theirs.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import operator
+import sys
+from itertools import chain, compress, repeat
+from operator import attrgetter, itemgetter
+from typing import Any, Literal
+
+import numpy as np
+
+try:
+    import msgspec
+    from msgspec import UNSET, Struct, UnsetType
+except ImportError:  # pragma: no cover - exercised where msgspec is absent: the other paths read everything
+    msgspec = None
+
+from .columns import RecordColumns
+from .schema import validate_header
+
+_CHUNK = 1 << 20  # small enough that a chunk's structs are still in cache when gathered
+
+if msgspec is not None:
+    _Scalar = int | str | float | None
+
+    class _Rec(Struct, gc=False):
+        """A record of a batch send or a poll; ``key`` and anything else are not checked, so not decoded."""
+
+        topic: str
+        partition: int
+        value: _Scalar
+        offset: int | None = None
+
+    class _Val(Struct, gc=False, omit_defaults=True):
+        """Every field any ``f`` checks, all optional: which ones must be there is checked per ``f``."""
+
+        records: list[_Rec] | UnsetType = UNSET
+        topic: str | UnsetType = UNSET
+        partition: int | UnsetType = UNSET
+        value: _Scalar | UnsetType = UNSET
+        offset: int | None = None
+        partitions: list[str] | UnsetType = UNSET
+        topics: list | UnsetType = UNSET
+        group: str | UnsetType = UNSET
+        offsets: dict[str, int | None] | UnsetType = UNSET
+        positions: dict[str, int] | UnsetType = UNSET
+
+    class _Op(Struct, gc=False):
+        run_id: str
+        index: int
+        time_ns: int
+        process: int
+        type: Literal["invoke", "ok", "fail", "info"]
+        f: Literal["send", "poll", "assign", "subscribe", "commit", "fetch_offsets", "list_offsets", "nemesis",
+                   "crash"]  # (others: the other paths; Literal strings are shared objects, cheap to hash)
+        # None where null (a crash's); missing: all UNSET. Reading a field of None raises AttributeError: doubt.
+        value: _Val | None = msgspec.field(default_factory=_Val)
+        header: UnsetType = UNSET  # a line with a header is a header line: msgspec refuses it here
+
+    class _Header(Struct):
+        run_id: str
+        header: dict
+
+    _DECODER = msgspec.json.Decoder(_Op)
+    _HEADER = msgspec.json.Decoder(_Header)
+    _ERRORS: tuple = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError, TypeError, AttributeError,
+                      OverflowError, OSError, EOFError, RecursionError)
+
+_TYPE_CODE = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
+_get_value = attrgetter("value")
+_get_records = attrgetter("records")
+_TOPIC, _PARTITION, _OFFSET = attrgetter("topic"), attrgetter("partition"), attrgetter("offset")
+
+
+class _Doubt(Exception):
+    pass
+
+
+def _need(cond: Any) -> None:
+    if not cond:
+        raise _Doubt
+
+
+def _chunks(path: str) -> list[bytes]:
+    """The file's bytes in blocks of whole lines (the last one may lack its line end)."""
+    out: list[bytes] = []
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as fh:  # noqa: SIM115
+        tail = b""
+        while chunk := fh.read(_CHUNK):
+            if tail:
+                chunk = tail + chunk
+            cut = chunk.rfind(b"\n") + 1
+            if not cut:
+                tail = chunk
+                continue
+            out.append(chunk[:cut])
+            tail = chunk[cut:]
+        if tail:
+            out.append(tail)
+    return out
+
+
+def read_typed(path: str, young_gc: bool = False) -> tuple[str, dict | None, list[bytes], list[int],
+                                                          RecordColumns] | None:
+    """``(run_id, header body or None, chunks of operation lines, operations per chunk, columns)`` of
+    a one-run file this path certainly accepts, else None (see the module docstring). ``young_gc``: the caller
+    paused the collector; collect the youngest generation after each chunk."""
+    if msgspec is None or sys.getrecursionlimit() > 1024:
+        return None  # (msgspec's depth limit is the recursion limit; orjson's is 1024, and it reads the lines later)
+    try:
+        return _read(path, young_gc)
+    except (_Doubt, *_ERRORS):
+        return None
+
+
+def _read(path: str, young_gc: bool) -> tuple:
+    chunks = _chunks(path)
+    _need(chunks)
+    header = None
+    first = chunks[0]
+    end = first.find(b"\n") + 1 or len(first)
+    if first.startswith(b'{"run_id"') and b'"header"' in first[:end]:
+        h = _HEADER.decode(first[:end])
+        header = (h.run_id, validate_header({"run_id": h.run_id, "header": h.header}))
+        chunks[0] = first[end:]
+        if not chunks[0]:
+            del chunks[0]
+    counts: list[int] = []
+    g = _Gather()
+    for c in chunks:
+        # Lines must be exactly the operations, as the other paths split them: no \r (text mode's line end), no
+        # blank line (decode_lines skips it: the count tells), no two values on one line (the count again).
+        # msgspec refuses what orjson refuses: lone surrogates, NaN, nesting deeper than the recursion limit.
+        _need(b"\r" not in c)
+        got = _DECODER.decode_lines(c)
+        _need(len(got) == c.count(b"\n") + (not c.endswith(b"\n")))
+        g.add(got)  # while the chunk's structs are still in cache
+        counts.append(len(got))
+        if young_gc:  # the chunk's new tuples, while in cache (see history.io._gc_paused)
+            gc.collect(0)
+        del got  # before the next chunk is decoded: its structs reuse the memory just freed, still in cache
+    _need(g.n and len(g.run_ids) == 1)
+    (rid,) = g.run_ids
+    if header is not None:
+        _need(header[0] == rid)
+    return rid, None if header is None else header[1], chunks, counts, g.finish()
+
+
+def _int64(values: list) -> np.ndarray:
+    return np.fromiter(values, dtype=np.int64, count=len(values))  # OverflowError beyond int64: the other paths
+
+
+_get = {name: attrgetter(name) for name in ("run_id", "index", "time_ns", "process", "type", "f", "group",
+                                             "offsets", "partitions", "topics", "positions")}
+
+
+def _pick(seq: list, rows: np.ndarray) -> list:
+    return list(map(seq.__getitem__, rows.tolist()))
+
+
+class _Gather:
+    """The checks of history.io's fast path, a chunk of operations at a time, and the checker's columns; the
+    checks across operations (order, pairing) on whole columns at the end."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.run_ids: set[str] = set()
+        self.arrays: list[tuple[np.ndarray, ...]] = []  # per chunk: index, time_ns, process, type, f codes
+        self.f_code: dict[str, int] = {}
+        self.cols = RecordColumns()
+        self.events: list[tuple] = []
+
+    def code(self, f_l: list[str]) -> np.ndarray:
+        code = self.f_code
+        for name in set(f_l).difference(code):
+            code[name] = len(code)
+        return np.fromiter(map(code.__getitem__, f_l), dtype=np.int64, count=len(f_l))
+
+    def add(self, ops: list) -> None:
+        base, n = self.n, len(ops)
+        rids = list(map(_get["run_id"], ops))  # new str objects: comparing is cheaper than hashing them
+        _need(rids.count(rids[0]) == n)
+        self.run_ids.add(rids[0])
+        procs_l = list(map(_get["process"], ops))
+        typ_l = list(map(_get["type"], ops))
+        typ = np.fromiter(map(_TYPE_CODE.__getitem__, typ_l), dtype=np.int8, count=n)
+        fc = self.code(list(map(_get["f"], ops)))
+        self.arrays.append((_int64(list(map(_get["index"], ops))), _int64(list(map(_get["time_ns"], ops))),
+                            _int64(procs_l), typ, fc))
+        vals = list(map(_get_value, ops))
+        cols, events, code = self.cols, self.events, self.f_code
+
+        def of(name: str) -> np.ndarray | None:
+            c = code.get(name)
+            if c is None:
+                return None
+            sel = fc == c
+            return sel if sel.any() else None
+
+        # A field each f needs is read from every value of that f (AttributeError on a null value) and checked
+        # for UNSET (missing); msgspec checked its class.
+        is_send = of("send")
+        if is_send is not None:
+            sv = _pick(vals, np.flatnonzero(is_send))
+            recs = list(map(_get_records, sv))
+            n_single = recs.count(UNSET)
+            if n_single:
+                single = sv if n_single == len(sv) else list(compress(sv, map(operator.is_, recs, repeat(UNSET))))
+                _need(UNSET not in map(_TOPIC, single) and UNSET not in map(_PARTITION, single)
+                      and UNSET not in map(_get_value, single))
+            if n_single < len(sv):
+                _need(0 not in map(len, (r for r in recs if r is not UNSET)))
+            done = np.flatnonzero(is_send & (typ != 0))
+            dv = _pick(vals, done)
+            if n_single == len(sv):  # no batch: each value is its one record
+                allr = groups = dv
+                lens: Any = [1] * len(dv)
+            else:
+                groups = [(v,) if r is UNSET else r for v, r in zip(dv, map(_get_records, dv), strict=True)]
+                allr = list(chain.from_iterable(groups))
+                lens = map(len, groups)
+            cols.s_topic += map(_TOPIC, allr)
+            cols.s_partition += map(_PARTITION, allr)
+            cols.s_value += map(_get_value, allr)
+            cols.s_offset += map(_OFFSET, allr)
+            cols.s_ops += zip((done + base).tolist(), _pick(procs_l, done), _pick(typ_l, done), lens,
+                              strict=True)
+
+        is_poll = of("poll")
+        if is_poll is not None:
+            ok_polls = np.flatnonzero(is_poll & (typ == 1))
+            pv = _pick(vals, ok_polls)
+            recs = list(map(_get_records, pv))
+            _need(UNSET not in recs)
+            positions = list(map(_get["positions"], pv))
+            if positions.count(UNSET) < len(positions):
+                for pos_map in positions:
+                    if pos_map is not UNSET:
+                        _need(all("/" in k and o >= 0 for k, o in pos_map.items()))
+            allr = list(chain.from_iterable(recs))
+            offsets = list(map(_OFFSET, allr))
+            _need(None not in offsets)
+            cols.p_offset += offsets
+            cols.p_topic += map(_TOPIC, allr)
+            cols.p_partition += map(_PARTITION, allr)
+            cols.p_value += map(_get_value, allr)
+            lens = np.fromiter(map(len, recs), dtype=np.int64, count=len(recs))
+            nz = np.flatnonzero(lens)
+            at = ok_polls[nz]
+            cols.p_ops += zip((at + base).tolist(), _pick(procs_l, at), lens[nz].tolist(), strict=True)
+            for pos in np.flatnonzero(is_poll & (typ == 3)).tolist():
+                events.append((base + pos, procs_l[pos], "poll", None))
+
+        for name in ("commit", "fetch_offsets"):
+            sel = of(name)
+            if sel is None:
+                continue
+            _need(UNSET not in map(_get["group"], _pick(vals, np.flatnonzero(sel))))
+            need = np.flatnonzero(sel if name == "commit" else sel & (typ == 1))
+            offs = list(map(_get["offsets"], _pick(vals, need)))
+            _need(UNSET not in offs)
+            _need(all("/" in k for k in set(chain.from_iterable(offs))))  # (msgspec shares the key objects)
+
+        for name in ("assign", "subscribe"):
+            sel = of(name)
+            if sel is None:
+                continue
+            got = list(map(_get["partitions" if name == "assign" else "topics"], _pick(vals, np.flatnonzero(sel))))
+            _need(UNSET not in got)
+            if name == "assign":
+                _need(all(map(str.__contains__, chain.from_iterable(got), repeat("/"))))
+            for pos in np.flatnonzero(sel & ((typ == 1) | (typ == 3))).tolist():
+                events.append((base + pos, procs_l[pos], name, msgspec.to_builtins(vals[pos])))
+        sel = of("crash")
+        if sel is not None:
+            for pos in np.flatnonzero(sel & (typ != 0)).tolist():
+                events.append((base + pos, procs_l[pos], "crash", None))
+        self.n += n
+
+    def finish(self) -> RecordColumns:
+        """Index and time order, invoke/completion pairing; the columns."""
+        index, time_ns, procs, typ, fc = (np.concatenate(a) for a in zip(*self.arrays, strict=True))
+        _need(index[0] >= 0 and time_ns[0] >= -(1 << 62))
+        _need((index[1:] > index[:-1]).all() and (time_ns[1:] >= time_ns[:-1]).all())
+        # Per process (the nemesis aside), invoke and completion alternate, starting with an invoke, and a
+        # completion has its invoke's f.
+        rows = np.flatnonzero(procs != -1)
+        order = rows[np.argsort(procs[rows], kind="stable")]
+        pending: list[int] = []
+        if len(order):
+            ps, inv, fs = procs[order], typ[order] == 0, fc[order]
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = ps[1:] != ps[:-1]
+            _need(inv[first].all())
+            later = ~first[1:]
+            _need(not (later & (inv[1:] == inv[:-1])).any())
+            _need(not (later & ~inv[1:] & (fs[1:] != fs[:-1])).any())
+            last = np.ones(len(order), dtype=bool)
+            last[:-1] = first[1:]
+            pending = sorted(order[last & inv].tolist())  # invokes without a completion: indeterminate
+        cols = self.cols
+        cols.n_ops = self.n
+        cols.events = sorted(self.events, key=itemgetter(0))
+        cols.pending = pending
+        return cols
