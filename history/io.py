@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
 
 from .columns import _OFFSET, _PARTITION, _TOPIC, _VALUE, RecordColumns, _offset_or_none
 from .schema import COMPLETIONS, NEMESIS_PROCESS, TYPES, HistoryError, dumps, validate_header, validate_op
-from .typed import read_typed
+from .typed import Op, read_typed, to_typed
 
 # orjson reads an integer beyond 64 bits as a float (10**40 and 10**40 + 1 become the same value, a false
 # duplicate). Text with a run of 20 digits (every such integer has one) is parsed by the standard library, which
@@ -95,6 +95,12 @@ class History:
             body["nemesis"] = self.nemesis
         return {"run_id": self.run_id, "header": body}
 
+    def typed_ops(self) -> list[Op]:
+        """The operations as typed structs (history.typed), what the linearizability extraction reads: the ones the
+        typed path decoded (until ``ops`` is set), else ``ops`` converted, every time (they may have been edited)."""
+        typed = self.__dict__.get("_typed")
+        return to_typed(self.ops) if typed is None else typed
+
     def op_view(self) -> Sequence[dict]:
         """The operations as a sequence that builds only the ones asked for (``ops`` builds them all): what a
         checker given ``columns`` needs (the count, and single operations for evidence)."""
@@ -133,7 +139,7 @@ class _LazyOps(Sequence):
 
     def materialize(self, young_gc: bool = False) -> list[dict]:
         """Every operation, parsed; ``young_gc``: collect the youngest generation after each chunk (the caller
-        paused the collector, see _gc_paused)."""
+        paused the collector, see gc_paused)."""
         out: list[dict] = []
         for chunk in self.chunks:
             lines = chunk.split(b"\n")
@@ -151,7 +157,7 @@ class _LazyOps(Sequence):
 def _get_ops(self: History) -> list[dict]:
     lazy = self.__dict__.get("_lazy")
     if lazy is not None:
-        with _gc_paused() as ours:
+        with gc_paused() as ours:
             self.__dict__["_ops"] = lazy.materialize(ours)
         self.__dict__["_lazy"] = None
     return self.__dict__["_ops"]
@@ -160,6 +166,7 @@ def _get_ops(self: History) -> list[dict]:
 def _set_ops(self: History, ops: list[dict]) -> None:
     self.__dict__["_ops"] = ops
     self.__dict__["_lazy"] = None
+    self.__dict__["_typed"] = None
 
 
 # ``ops`` is a property so that a run read on the typed path builds its operation dicts only when asked
@@ -319,8 +326,8 @@ def _parsed_keys() -> tuple[str, ...]:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[bool]:
-    """Pause the cyclic garbage collector's own collections while a reader builds runs; yields whether it did
+def gc_paused() -> Iterator[bool]:
+    """Pause the cyclic garbage collector's own collections while runs are built or checked; yields whether it did
     (not if the caller had switched the collector off).
 
     Left alone, the collector walks the young objects every few hundred new containers (cheap: they are still
@@ -579,7 +586,7 @@ class _LineReader:
     def __init__(self, path: str | None, skip_corrupt: bool, young_gc: bool = False) -> None:
         self.path = path
         self.skip_corrupt = skip_corrupt
-        self.young_gc = young_gc  # collect the youngest generation after each block (see _gc_paused)
+        self.young_gc = young_gc  # collect the youngest generation after each block (see gc_paused)
         self.runs = _Runs()
         self.skipped_invokes: set[tuple[str, int]] = set()
         self.skipped = False  # a line was skipped (skip_corrupt): pairing is lenient from then on
@@ -691,7 +698,7 @@ def iter_lines_validated(
     lines: Iterable[str], *, path: str | None = None, skip_corrupt: bool = False
 ) -> list[History]:
     """Parse JSONL text lines into runs, validating each line and the pairing across lines."""
-    with _gc_paused() as ours:
+    with gc_paused() as ours:
         reader = _LineReader(path, skip_corrupt, young_gc=ours)
         if isinstance(lines, list):
             reader.feed(lines)
@@ -764,18 +771,19 @@ def _read_jsonl_fast(path: str, skip_corrupt: bool, young_gc: bool) -> list[Hist
 
 
 def _typed_history(rid: str, body: dict | None, chunks: list[bytes], counts: list[int],
-                   cols: RecordColumns) -> History:
+                   cols: RecordColumns, typed: list[Op]) -> History:
     h = History(rid)
     if body is not None:
         _header_fields(h, body)
     h.__dict__["_lazy"] = _LazyOps(chunks, counts)  # (no reference back to h: no cycle to wait for the GC)
     h.columns = cols
+    h.__dict__["_typed"] = typed
     return h
 
 
 def read_jsonl(path: str, *, skip_corrupt: bool = False) -> list[History]:
     """Read every run in a JSONL (optionally .gz) file."""
-    with _gc_paused() as ours:
+    with gc_paused() as ours:
         if _FAST:
             typed = read_typed(path, ours)
             if typed is not None:
@@ -860,7 +868,7 @@ def from_arrow(table, *, path: str | None = None, skip_corrupt: bool = False) ->
     missing = [c for c in _OP_COLUMNS if c not in table.column_names]
     if missing:
         raise HistoryError(f"Parquet file lacks columns {missing}", path=path)
-    with _gc_paused() as ours:
+    with gc_paused() as ours:
         if _FAST:
             try:
                 return _fast_arrow(table, ours)

@@ -2,11 +2,13 @@
 
 Why: parsing every line into dicts (orjson) and checking them one Python statement at a time cost ~4 s per
 million operations. msgspec decodes straight into the structs below, enforcing most of the contract itself (exact
-classes: a bool is no int, a float no int; integers of any size kept exact), and the rest - index and time order,
+classes: a float is no int; integers of any size kept exact), and the rest - index and time order,
 invoke/completion pairing, the shape each ``f`` needs - is checked on whole columns with numpy. The checker's
-columns (:class:`~history.columns.RecordColumns`) are gathered from the structs in the same pass. The operation
-dicts (``History.ops``) are not built here: the run keeps the raw lines and parses them (as the other paths would)
-only when something asks for them; :meth:`History.op_view` serves single operations (evidence) without that.
+columns (:class:`~history.columns.RecordColumns`) are gathered from the structs in the same pass, and the structs
+are kept: they are what the linearizability extraction reads (:class:`Op`; ``History.typed_ops()``; dicts from
+the other paths are converted by :func:`to_typed`). The operation dicts (``History.ops``) are not built here: the
+run keeps the raw lines and parses them (as the other paths would) only when something asks for them;
+:meth:`History.op_view` serves single operations (evidence) without that. A check builds none.
 
 All or nothing, like the fast path's doubt: :func:`read_typed` accepts only files it certainly accepts (one run,
 a header on the first line or none, every line an operation the exact path accepts), and returns None for anything
@@ -20,73 +22,94 @@ import gc
 import gzip
 import operator
 import sys
+from collections.abc import Sequence
 from itertools import chain, compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
+import msgspec
 import numpy as np
-
-try:
-    import msgspec
-    from msgspec import UNSET, Struct, UnsetType
-except ImportError:  # pragma: no cover - exercised where msgspec is absent: the other paths read everything
-    msgspec = None
+from msgspec import UNSET, Struct, UnsetType
 
 from .columns import RecordColumns
-from .schema import validate_header
+from .schema import KNOWN_FS, HistoryError, validate_header
 
 _CHUNK = 1 << 20  # small enough that a chunk's structs are still in cache when gathered
 
-if msgspec is not None:
-    _Scalar = int | str | float | None
+_Scalar = int | str | float | bool | None  # (as history.schema: bool is an int there)
 
-    class _Rec(Struct, gc=False):
-        """A record of a batch send or a poll; ``key`` and anything else are not checked, so not decoded."""
 
-        topic: str
-        partition: int
-        value: _Scalar
-        offset: int | None = None
+class Record(Struct, gc=False):
+    """A record of a batch send or a poll; ``key`` and anything else are not checked, so not decoded."""
 
-    class _Val(Struct, gc=False, omit_defaults=True):
-        """Every field any ``f`` checks, all optional: which ones must be there is checked per ``f``."""
+    topic: str
+    partition: int
+    value: _Scalar
+    offset: int | None = None
 
-        records: list[_Rec] | UnsetType = UNSET
-        topic: str | UnsetType = UNSET
-        partition: int | UnsetType = UNSET
-        value: _Scalar | UnsetType = UNSET
-        offset: int | None = None
-        partitions: list[str] | UnsetType = UNSET
-        topics: list | UnsetType = UNSET
-        group: str | UnsetType = UNSET
-        offsets: dict[str, int | None] | UnsetType = UNSET
-        positions: dict[str, int] | UnsetType = UNSET
 
-    class _Op(Struct, gc=False):
-        run_id: str
-        index: int
-        time_ns: int
-        process: int
-        type: Literal["invoke", "ok", "fail", "info"]
-        f: Literal["send", "poll", "assign", "subscribe", "commit", "fetch_offsets", "list_offsets", "nemesis",
-                   "crash"]  # (others: the other paths; Literal strings are shared objects, cheap to hash)
-        # None where null (a crash's); missing: all UNSET. Reading a field of None raises AttributeError: doubt.
-        value: _Val | None = msgspec.field(default_factory=_Val)
-        header: UnsetType = UNSET  # a line with a header is a header line: msgspec refuses it here
+class Value(Struct, gc=False, omit_defaults=True):
+    """Every field any ``f`` checks, all optional: which ones must be there is checked per ``f``."""
 
-    class _Header(Struct):
-        run_id: str
-        header: dict
+    records: list[Record] | UnsetType = UNSET
+    topic: str | UnsetType = UNSET
+    partition: int | UnsetType = UNSET
+    value: _Scalar | UnsetType = UNSET
+    offset: int | None = None
+    partitions: list[str] | UnsetType = UNSET
+    topics: list | UnsetType = UNSET
+    group: str | UnsetType = UNSET
+    offsets: dict[str, int | None] | UnsetType = UNSET
+    positions: dict[str, int] | UnsetType = UNSET
 
-    _DECODER = msgspec.json.Decoder(_Op)
-    _HEADER = msgspec.json.Decoder(_Header)
-    _ERRORS: tuple = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError, TypeError, AttributeError,
-                      OverflowError, OSError, EOFError, RecursionError)
+
+class Op(Struct, gc=False):
+    """An operation as the checkers read it: attributes, not a dict (``value`` None where null or not read)."""
+
+    run_id: str
+    index: int
+    time_ns: int
+    process: int
+    type: Literal["invoke", "ok", "fail", "info"]
+    f: str
+    # None where null (a crash's); missing: all UNSET. Reading a field of None raises AttributeError: doubt.
+    value: Value | None = msgspec.field(default_factory=Value)
+    header: UnsetType = UNSET  # a line with a header is a header line: msgspec refuses it here
+
+
+class _Header(Struct):
+    run_id: str
+    header: dict
+
+
+_DECODER = msgspec.json.Decoder(Op)
+_HEADER = msgspec.json.Decoder(_Header)
+_ERRORS: tuple = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError, TypeError,
+                  AttributeError, OverflowError, OSError, EOFError, RecursionError)
+
 
 _TYPE_CODE = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
 _get_value = attrgetter("value")
 _get_records = attrgetter("records")
 _TOPIC, _PARTITION, _OFFSET = attrgetter("topic"), attrgetter("partition"), attrgetter("offset")
+
+
+# What the linearizability extraction (reports.extract) reads of each f; other operations keep only their
+# process, type, time and index there.
+EXTRACTED = frozenset(("send", "poll", "commit", "fetch_offsets"))
+
+
+def to_typed(ops: Sequence[Any]) -> list[Op]:
+    """Operations as :class:`Op` structs: dicts (a run read by the other paths, or built in memory) converted in
+    one call; a list of structs as it is. The values of operations the extraction does not read are dropped (a
+    nemesis may carry anything there). A dict that breaks the contract raises :class:`HistoryError`."""
+    if not ops or isinstance(ops[0], Op):
+        return ops if isinstance(ops, list) else list(ops)
+    plain = [op if op.get("f") in EXTRACTED else {**op, "value": None} for op in ops]
+    try:
+        return msgspec.convert(plain, list[Op])
+    except msgspec.ValidationError as e:
+        raise HistoryError(f"operation breaks the contract: {e}") from None
 
 
 class _Doubt(Exception):
@@ -118,11 +141,12 @@ def _chunks(path: str) -> list[bytes]:
 
 
 def read_typed(path: str, young_gc: bool = False) -> tuple[str, dict | None, list[bytes], list[int],
-                                                          RecordColumns] | None:
-    """``(run_id, header body or None, chunks of operation lines, operations per chunk, columns)`` of
-    a one-run file this path certainly accepts, else None (see the module docstring). ``young_gc``: the caller
-    paused the collector; collect the youngest generation after each chunk."""
-    if msgspec is None or sys.getrecursionlimit() > 1024:
+                                                          RecordColumns, list[Op]] | None:
+    """``(run_id, header body or None, chunks of operation lines, operations per chunk, columns, operations)``
+    of a one-run file this path certainly accepts, else None (see the module docstring). The operations are the
+    typed structs the linearizability extraction reads. ``young_gc``: the caller paused the collector; collect
+    the youngest generation after each chunk."""
+    if sys.getrecursionlimit() > 1024:
         return None  # (msgspec's depth limit is the recursion limit; orjson's is 1024, and it reads the lines later)
     try:
         return _read(path, young_gc)
@@ -143,6 +167,7 @@ def _read(path: str, young_gc: bool) -> tuple:
         if not chunks[0]:
             del chunks[0]
     counts: list[int] = []
+    typed: list[Op] = []
     g = _Gather()
     for c in chunks:
         # Lines must be exactly the operations, as the other paths split them: no \r (text mode's line end), no
@@ -153,14 +178,14 @@ def _read(path: str, young_gc: bool) -> tuple:
         _need(len(got) == c.count(b"\n") + (not c.endswith(b"\n")))
         g.add(got)  # while the chunk's structs are still in cache
         counts.append(len(got))
-        if young_gc:  # the chunk's new tuples, while in cache (see history.io._gc_paused)
+        typed += got
+        if young_gc:  # the chunk's new tuples, while in cache (see history.io.gc_paused)
             gc.collect(0)
-        del got  # before the next chunk is decoded: its structs reuse the memory just freed, still in cache
     _need(g.n and len(g.run_ids) == 1)
     (rid,) = g.run_ids
     if header is not None:
         _need(header[0] == rid)
-    return rid, None if header is None else header[1], chunks, counts, g.finish()
+    return rid, None if header is None else header[1], chunks, counts, g.finish(), typed
 
 
 def _int64(values: list) -> np.ndarray:
@@ -190,6 +215,7 @@ class _Gather:
     def code(self, f_l: list[str]) -> np.ndarray:
         code = self.f_code
         for name in set(f_l).difference(code):
+            _need(name in KNOWN_FS)  # (an unknown f: the other paths decide what it means)
             code[name] = len(code)
         return np.fromiter(map(code.__getitem__, f_l), dtype=np.int64, count=len(f_l))
 

@@ -32,9 +32,8 @@ def _add_check(p: argparse.ArgumentParser) -> None:
 
 def _run_check(args: argparse.Namespace) -> int:
     from history import read
-    from reports.checkers import analyze
+    from reports.analysis import run_checks
     from reports.linearizability import ILLEGAL, UNKNOWN
-    from reports.models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_operations
 
     if args.budget <= 0:
         raise HistoryError("--budget must be positive")
@@ -47,22 +46,17 @@ def _run_check(args: argparse.Namespace) -> int:
         raise HistoryError("no runs: the file is empty (0 bytes)" if empty else "no runs in this file",
                            path=args.path)
     for h in runs:
-        res = analyze(h.op_view(), h.settings, h.columns)
-        lin = {}
-        for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations)):
-            from reports.linearizability import check_operations
-
-            r = check_operations(model, extract(h.ops, h.settings), budget_s=args.budget, workers=args.jobs)
-            lin[model.name] = {
-                "verdict": r.verdict,
-                "parts": len(r.parts),
-                "illegal": [{"key": str(p.key), "counterexample": p.counterexample} for p in r.illegal_parts],
-                "unknown": [str(p.key) for p in r.parts if p.verdict == "unknown"],
-            }
+        res, lin_res = run_checks(h, args.budget, args.jobs)
+        lin = {name: {
+            "verdict": r.verdict,
+            "parts": len(r.parts),
+            "illegal": [{"key": str(p.key), "counterexample": p.counterexample} for p in r.illegal_parts],
+            "unknown": [str(p.key) for p in r.parts if p.verdict == "unknown"],
+        } for name, r in lin_res.items()}
         valid = res.valid and all(v["verdict"] != ILLEGAL for v in lin.values())
         status = max(status, 0 if valid else 1)
         unknown = unknown or any(v["verdict"] == UNKNOWN for v in lin.values())
-        out.append({"run_id": h.run_id, "target": h.target, "nemesis": h.nemesis, "ops": len(h.ops),
+        out.append({"run_id": h.run_id, "target": h.target, "nemesis": h.nemesis, "ops": len(h.op_view()),
                     "valid": valid, "anomalies": res.summary(args.cases), "linearizability": lin})
     if args.json:
         print(json.dumps(out, indent=1, default=str))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from history.io import History
+from history.io import History, gc_paused
 from history.schema import key_of
 
 from .checkers import ANOMALIES, acceptable, analyze
@@ -175,9 +175,12 @@ def part_verdicts(h: History, budget_s: float = 10.0, max_cases: int = 8) -> lis
     Every analysis is per key, so the anomaly checker's cases split by key, and the linearizability search
     partitions by key itself (each part with its own budget, as a part checked alone would have); nothing is
     copied into per-part operation lists. ``ops`` of a part is the number of operations its model checked."""
-    res = analyze(h.op_view(), h.settings, h.columns).by_key()
-    log_ops = log_operations(h.ops, h.settings)
-    log = {str(p.key): p for p in check_operations(PARTITION_LOG, log_ops, budget_s=budget_s).parts}
+    with gc_paused():
+        res = analyze(h.op_view(), h.settings, h.columns).by_key()
+        typed = h.typed_ops()
+        log = {str(p.key): p for p in check_operations(PARTITION_LOG, log_operations(typed, h.settings),
+                                                       budget_s=budget_s).parts}
+        offsets = check_operations(COMMITTED_OFFSETS, offset_operations(typed), budget_s=budget_s).parts
     out = []
     for key in sorted(set(res) | set(log)):
         r = res.get(key)
@@ -187,7 +190,7 @@ def part_verdicts(h: History, budget_s: float = 10.0, max_cases: int = 8) -> lis
         if p is not None:
             pv.lin_verdict, pv.lin_elapsed_s, pv.counterexample = p.verdict, p.elapsed_s, p.counterexample
         out.append(pv)
-    for p in check_operations(COMMITTED_OFFSETS, offset_operations(h.ops), budget_s=budget_s).parts:
+    for p in offsets:
         g, k = p.key
         out.append(PartVerdict(GROUP, f"{g}|{k}", p.ops, lin_model=COMMITTED_OFFSETS.name, lin_verdict=p.verdict,
                                lin_elapsed_s=p.elapsed_s, counterexample=p.counterexample))
@@ -236,16 +239,28 @@ def run_verdict(h: History, parts: Iterable[PartVerdict], n_ops: int | None = No
             lin[p.lin_model].append(p.lin_verdict)
     ok_set = acceptable(h.settings)
     bad = sorted(a for a, n in counts.items() if n and a not in ok_set)
-    return RunVerdict(h.run_id, h.target, h.nemesis, len(h.ops) if n_ops is None else n_ops,
+    return RunVerdict(h.run_id, h.target, h.nemesis, len(h.op_view()) if n_ops is None else n_ops,
                       {a: counts[a] for a in ANOMALIES if counts.get(a)}, bad,
                       {m: combine_lin(v) for m, v in lin.items()})
 
 
+def run_checks(h: History, budget_s: float = 10.0, workers: int = 1) -> tuple[Any, dict[str, Any]]:
+    """The anomaly checker and both linearizability models on a whole run: ``(anomaly result, model name ->
+    linearizability result)``, what ``python -m reports check`` prints and :func:`check_history` sums up.
+
+    The run is read as the checkers need it and no operation dict is built for it: the anomaly checker takes the
+    columns the reader gathered, the extraction the typed structs (``History.typed_ops``). The cyclic collector
+    waits meanwhile: nothing here makes cycles, and its passes over the growing lists cost more than the check."""
+    with gc_paused():
+        res = analyze(h.op_view(), h.settings, h.columns)
+        typed = h.typed_ops()
+        lin = {model.name: check_operations(model, extract(typed, h.settings), budget_s=budget_s, workers=workers)
+               for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations))}
+    return res, lin
+
+
 def check_history(h: History, budget_s: float = 10.0, workers: int = 1) -> RunVerdict:
     """The direct check of a whole run (no splitting by us: the checkers and models partition themselves)."""
-    res = analyze(h.op_view(), h.settings, h.columns)
-    lin = {}
-    for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations)):
-        lin[model.name] = check_operations(model, extract(h.ops, h.settings), budget_s=budget_s,
-                                           workers=workers).verdict
-    return RunVerdict(h.run_id, h.target, h.nemesis, len(h.ops), res.counts, sorted(res.bad), lin)
+    res, lin = run_checks(h, budget_s, workers)
+    return RunVerdict(h.run_id, h.target, h.nemesis, len(h.op_view()), res.counts, sorted(res.bad),
+                      {name: r.verdict for name, r in lin.items()})

@@ -4,6 +4,10 @@
 :data:`reports.models.PARTITION_LOG`. ``offset_operations``: commits and offset fetches per (group,
 topic-partition), for :data:`reports.models.COMMITTED_OFFSETS`. The models themselves (pure step functions and
 their compiled kernels) live in :mod:`reports.models`.
+
+Both read operations as :class:`history.typed.Op` structs (attributes, not dict keys): a run read on the typed
+path hands over the structs it decoded (``History.typed_ops()``), so no operation dict is built for a check;
+dicts are converted in one call first.
 """
 
 from __future__ import annotations
@@ -11,14 +15,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from msgspec import UNSET
+
 from history.schema import key_of
+from history.typed import Op, to_typed
 
 from .linearizability import INF, Operation
 
 _new = tuple.__new__  # Operation(...) without the Python-level NamedTuple __new__: _new(Operation, (fields))
 
 
-def offset_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Operation]:
+def offset_operations(ops: Sequence[Op] | Sequence[dict], settings: dict | None = None) -> list[Operation]:
     """Commits (writes) and offset fetches (reads) per (group, topic-partition). (``settings``, the run's header
     settings, are taken for symmetry with :func:`log_operations`; nothing here depends on them.)
 
@@ -29,29 +36,30 @@ def offset_operations(ops: Sequence[dict], settings: dict | None = None) -> list
     # fetch inputs are built once per (group, partition), not per operation. Pairing: a completion's call is the
     # time of its process's previous operation if that was an invoke (else its own), as a map of pending
     # invokes popped by every completion gives; only commits and fetches need it here.
+    ops = to_typed(ops)
     gks: dict[str, dict[str, tuple]] = {}  # group -> partition -> ((g, p), ("fetch", (g, p)), {fetched offsets})
-    last: dict[int, dict] = {}  # process -> its latest operation
+    last: dict[int, Op] = {}  # process -> its latest operation
     out: list[Operation] = []
     info: list[tuple[int, tuple, Any]] = []  # (position in out, entry, offset) of info commits
     for op in ops:
-        p = op["process"]
-        f = op["f"]
+        p = op.process
+        f = op.f
         if f == "commit" or f == "fetch_offsets":
-            typ = op["type"]
+            typ = op.type
             if typ != "invoke" and typ != "fail" and (f == "commit" or typ == "ok"):
                 prev = last.get(p)
-                t = op["time_ns"]
-                call = prev["time_ns"] if prev is not None and prev["type"] == "invoke" else t
-                v = op["value"]
-                g = v["group"]
+                t = op.time_ns
+                call = prev.time_ns if prev is not None and prev.type == "invoke" else t
+                v = op.value
+                g = v.group
                 tab = gks.get(g)
                 if tab is None:
                     tab = gks[g] = {}
-                ref = op["index"]
+                ref = op.index
                 if f == "commit":
                     ok = typ == "ok"
                     ret = t if ok else INF
-                    for k, o in v["offsets"].items():
+                    for k, o in v.offsets.items():
                         e = tab.get(k)
                         if e is None:
                             gk = (g, k)
@@ -60,7 +68,7 @@ def offset_operations(ops: Sequence[dict], settings: dict | None = None) -> list
                             info.append((len(out), e, o))
                         out.append(_new(Operation, (p, ("commit", e[0], o), None, call, ret, ref)))
                 else:
-                    for k, o in v["offsets"].items():
+                    for k, o in v.offsets.items():
                         e = tab.get(k)
                         if e is None:
                             gk = (g, k)
@@ -117,7 +125,7 @@ def acks_all(settings: dict | None) -> bool:
     return acks in (-1, "-1", "all")
 
 
-def log_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Operation]:
+def log_operations(ops: Sequence[Op] | Sequence[dict], settings: dict | None = None) -> list[Operation]:
     """Appends and reads of every partition, paired invoke -> completion.
 
     A send invoked and never completed is treated exactly as an info send (it may have happened at any time
@@ -125,6 +133,7 @@ def log_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Op
     whose output may be empty (nothing at or after the position); other reads are ``("read", key)``. In a run
     whose header ``settings`` say acks other than all, an empty positioned read is dropped: an acks=1
     acknowledgement is no evidence the record was visible (see :mod:`reports.models`)."""
+    ops = to_typed(ops)
     empty_reads = acks_all(settings)
     tables: dict[tuple, _Pairs] = {}  # (topic, partition) -> its pairs, built once per partition
     by_key: dict[str, _Pairs] = {}
@@ -139,44 +148,44 @@ def log_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Op
             tables[tp] = tab
         return tab
 
-    calls: dict[int, dict] = {}  # process -> its invoke in flight
+    calls: dict[int, Op] = {}  # process -> its invoke in flight
     out: list[Operation] = []
     info_sends: list[tuple] = []
     last_ret = -INF
     rets_sorted = True  # the reads' returns never go backwards (as the contract's times do not)
 
-    def indeterminate(inv: dict) -> None:
+    def indeterminate(inv: Op) -> None:
         """A send invoke that never completed: an info send (kept below only if some poll read it)."""
-        if inv["f"] != "send":
+        if inv.f != "send":
             return
-        sv = inv["value"]
-        for r in sv["records"] if "records" in sv else (sv,):
-            tab = table((r["topic"], r["partition"]))
-            info_sends.append((inv["process"], tab, r["value"], None, inv["time_ns"], inv["index"]))
+        sv = inv.value
+        for r in sv.records if sv.records is not UNSET else (sv,):
+            tab = table((r.topic, r.partition))
+            info_sends.append((inv.process, tab, r.value, None, inv.time_ns, inv.index))
 
     for op in ops:
-        typ = op["type"]
+        typ = op.type
         if typ == "invoke":
-            prev = calls.get(op["process"])
+            prev = calls.get(op.process)
             if prev is not None:
                 indeterminate(prev)
-            calls[op["process"]] = op
+            calls[op.process] = op
             continue
-        t = op["time_ns"]
-        p = op["process"]
+        t = op.time_ns
+        p = op.process
         inv = calls.pop(p, None)
-        call = t if inv is None else inv["time_ns"]
-        f = op["f"]
+        call = t if inv is None else inv.time_ns
+        f = op.f
         if f == "poll":
             if typ != "ok":
                 continue
-            pv = op["value"]
-            recs = pv["records"]
-            if "positions" in pv:
+            pv = op.value
+            recs = pv.records
+            if pv.positions is not UNSET:
                 if t < last_ret:
                     rets_sorted = False
                 last_ret = t
-                _positioned_reads(pv, p, call, t, op["index"], table, out, empty_reads)
+                _positioned_reads(pv, p, call, t, op.index, table, out, empty_reads)
                 continue
             if not recs:
                 continue
@@ -185,23 +194,23 @@ def log_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Op
             last_ret = t
             # Records come grouped by partition, and mostly from one.
             r = recs[0]
-            t0, pn0 = r["topic"], r["partition"]
+            t0, pn0 = r.topic, r.partition
             tab = tables.get((t0, pn0)) or table((t0, pn0))
             by_off = tab.by_off
             prs: list = []
             groups = None  # {partition's pairs: its records' triples} once a second partition shows up
             for r in recs:
-                if r["partition"] != pn0 or r["topic"] != t0:
+                if r.partition != pn0 or r.topic != t0:
                     if groups is None:
                         groups = {tab: prs}
-                    t0, pn0 = r["topic"], r["partition"]
+                    t0, pn0 = r.topic, r.partition
                     tab = tables.get((t0, pn0)) or table((t0, pn0))
                     by_off = tab.by_off
                     prs = groups.get(tab)
                     if prs is None:
                         prs = groups[tab] = []
-                off = r["offset"]
-                v = r["value"]
+                off = r.offset
+                v = r.value
                 try:
                     w, pid = by_off[off]
                 except KeyError:
@@ -212,19 +221,19 @@ def log_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Op
                 else:
                     prs.append((off, v, tab.read_pid(off, v, t)))
             if groups is None:
-                out.append(_new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"])))
+                out.append(_new(Operation, (p, tab.read_input, tuple(prs), call, t, op.index)))
             else:
                 for tab, prs in groups.items():
-                    out.append(_new(Operation, (p, tab.read_input, tuple(prs), call, t, op["index"])))
+                    out.append(_new(Operation, (p, tab.read_input, tuple(prs), call, t, op.index)))
         elif f == "send":
             if typ == "fail":
                 continue
-            sv = op["value"]
-            for r in sv["records"] if "records" in sv else (sv,):
-                tp = (r["topic"], r["partition"])
+            sv = op.value
+            for r in sv.records if sv.records is not UNSET else (sv,):
+                tp = (r.topic, r.partition)
                 tab = tables.get(tp) or table(tp)
-                v = r["value"]
-                off = r.get("offset")
+                v = r.value
+                off = r.offset
                 if off is not None and typ == "ok":
                     tab.sent.add(v)
                     by_off = tab.by_off
@@ -233,9 +242,9 @@ def log_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Op
                     else:  # a new pair, as usual
                         pid = len(by_off) + len(tab.more)
                         by_off[off] = (v, pid)
-                    out.append(_new(Operation, (p, ("append", tab.key, v, pid), off, call, t, op["index"])))
+                    out.append(_new(Operation, (p, ("append", tab.key, v, pid), off, call, t, op.index)))
                 else:
-                    info_sends.append((p, tab, v, off, call, op["index"]))
+                    info_sends.append((p, tab, v, off, call, op.index))
     calls.pop(-1, None)
     for inv in calls.values():  # invokes the run ended on
         indeterminate(inv)
@@ -263,21 +272,21 @@ def log_operations(ops: Sequence[dict], settings: dict | None = None) -> list[Op
     return out
 
 
-def _positioned_reads(pv: dict, p: int, call: Any, t: Any, ref: int, table: Any, out: list[Operation],
+def _positioned_reads(pv: Any, p: int, call: Any, t: Any, ref: int, table: Any, out: list[Operation],
                       empty_reads: bool) -> None:
     """The reads of a poll that recorded its fetch positions: one per partition read, and (``empty_reads``) one
     per partition listed that read nothing."""
     groups: dict[Any, list] = {}
-    for r in pv["records"]:
-        tab = table((r["topic"], r["partition"]))
+    for r in pv.records:
+        tab = table((r.topic, r.partition))
         prs = groups.get(tab)
         if prs is None:
             prs = groups[tab] = []
-        off, v = r["offset"], r["value"]
+        off, v = r.offset, r.value
         e = tab.by_off.get(off)
         prs.append((off, v, e[1] if e is not None and (e[0] is v or e[0] == v) else tab.read_pid(off, v, t)))
     positions = {}
-    for k, pos in pv["positions"].items():
+    for k, pos in pv.positions.items():
         topic, _, part = k.rpartition("/")
         tab = table((topic, int(part)))
         positions[tab] = pos

@@ -17,8 +17,6 @@ Plan (DataFrames throughout):
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import os
 import sys
@@ -34,7 +32,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: import from th
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
     sys.path.insert(0, os.path.dirname(_here))
 
-from history.io import CorruptLineWarning, read_bytes  # noqa: E402
+from history.io import CorruptLineWarning, gc_paused, read_bytes  # noqa: E402
 from history.schema import HistoryError  # noqa: E402
 from reports.analysis import PartVerdict, RunVerdict, part_verdicts  # noqa: E402
 from reports.anomalies import acceptable  # noqa: E402
@@ -52,18 +50,6 @@ RESULT_SCHEMA = (
 
 
 # ---------------------------------------------------------------- executor side
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Parsing and checking allocate millions of small acyclic objects; the cyclic collector only slows that."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
 
 def _part_row(common: dict, pv: PartVerdict, settings: dict) -> dict:
     ok = acceptable(settings)
@@ -95,7 +81,7 @@ def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float
         rows = []
         # The collector stays off for the whole batch: re-enabled between files, it would scan the next file's
         # freshly parsed operations again and again (they are acyclic and freed by reference counting anyway).
-        with _gc_paused():
+        with gc_paused():
             contents = pdf["content"] if "content" in pdf else [None] * len(pdf)
             for path, content in zip(pdf["path"], contents, strict=True):
                 try:

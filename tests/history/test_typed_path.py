@@ -179,3 +179,48 @@ def test_columns_of_a_run_without_batch_sends(tmp_path):
         if name != "values_all_int":
             assert getattr(got.columns, name) == getattr(ref, name), name
     assert analyze(got.op_view(), got.settings, got.columns) == analyze(h.ops, h.settings)
+
+
+def test_checks_of_a_typed_run_build_no_operation_dict_and_agree_with_the_exact_path(tmp_path):
+    """``python -m reports check``'s checks (reports.analysis.run_checks) read the decoded structs and the columns:
+    the run's operation dicts are never built, and every verdict and extracted operation is the exact path's."""
+    from reports.analysis import part_verdicts, run_checks
+    from reports.models import log_operations, offset_operations
+
+    path = _write(tmp_path, _lines(_run(seed=4, n_ops=2000)))
+    (typed,) = read(path)
+    with _exact_only():
+        (exact,) = hio.read_jsonl(path)
+    assert typed.__dict__["_lazy"] is not None and exact.__dict__.get("_typed") is None
+    for extract in (log_operations, offset_operations):
+        assert extract(typed.typed_ops(), typed.settings) == extract(exact.ops, exact.settings)
+    res, lin = run_checks(typed)
+    ref_res, ref_lin = run_checks(exact)
+    built = "the operation dicts were built"  # (ops is a property: the lazy lines stay until it is read)
+    assert typed.__dict__["_lazy"] is not None and not typed.__dict__["_ops"], built
+    assert res.counts == ref_res.counts and res.counts.get("int-send-skip")
+    assert {m: (r.verdict, len(r.parts)) for m, r in lin.items()} == \
+        {m: (r.verdict, len(r.parts)) for m, r in ref_lin.items()}
+    assert [(p.key, p.lin_verdict, p.anomaly_counts) for p in part_verdicts(typed)] == \
+        [(p.key, p.lin_verdict, p.anomaly_counts) for p in part_verdicts(exact)]
+    assert typed.__dict__["_lazy"] is not None and not typed.__dict__["_ops"], built
+    assert len(typed.ops) == len(exact.ops) and typed.ops == exact.ops  # (asked for: built, the same)
+    assert typed.__dict__["_typed"] is not None
+    typed.ops = exact.ops[:10]  # set: the decoded structs no longer describe the run
+    assert len(typed.typed_ops()) == 10
+
+
+def test_dicts_are_converted_for_the_extraction_and_contract_breaks_are_clear_errors():
+    from history.schema import HistoryError
+    from history.typed import Op, to_typed
+
+    ops = [{"run_id": "r", "index": 0, "time_ns": 1, "process": -1, "type": "info", "f": "nemesis",
+            "value": "partition [1] [2 3]"},  # what the extraction does not read may be anything
+           {"run_id": "r", "index": 1, "time_ns": 2, "process": 0, "type": "invoke", "f": "send",
+            "value": {"topic": "t", "partition": 0, "key": None, "value": True}}]
+    got = to_typed(ops)
+    assert [type(o) for o in got] == [Op, Op] and got[0].value is None and got[1].value.value is True
+    assert to_typed(got) is got
+    bad = [{**ops[1], "value": {"topic": "t", "partition": "0", "value": 1}}]
+    with pytest.raises(HistoryError, match="contract"):
+        to_typed(bad)
