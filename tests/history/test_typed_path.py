@@ -224,3 +224,43 @@ def test_dicts_are_converted_for_the_extraction_and_contract_breaks_are_clear_er
     bad = [{**ops[1], "value": {"topic": "t", "partition": "0", "value": 1}}]
     with pytest.raises(HistoryError, match="contract"):
         to_typed(bad)
+
+
+def test_topics_run_id_and_f_are_shared_literals_and_a_topic_first_seen_late_is_learned(tmp_path):
+    """The decoder hands out one str object per topic, run id and f (what makes the checks cheap), learns a topic
+    that first appears in a later chunk (re-decoding that chunk), and reads exactly what the exact path reads."""
+    h = synth.generate("r", seed=5, n_ops=12000, processes=4, partitions=3, p_info=0.05)
+    lines = _lines(h)
+    half = len(lines) // 2
+    lines[half:] = [x.replace('"topic":"t"', '"topic":"late"').replace('"t/', '"late/') for x in lines[half:]]
+    path = _write(tmp_path, lines)
+    assert len(lines[0]) + sum(map(len, lines[:half])) > 1 << 20  # "late" first appears after the first chunk
+    (got,) = read(path)
+    assert got.__dict__["_lazy"] is not None, "a doubt: the typed path gave up"
+    tops = got.columns.p_topic + got.columns.s_topic
+    assert {"t", "late"} == set(tops) and len({id(t) for t in tops}) <= 4  # (one per decoder built, not per record)
+    typed = got.typed_ops()
+    assert len({id(o.run_id) for o in typed}) == 1 and len({id(o.f) for o in typed}) == len({o.f for o in typed})
+    with _exact_only():
+        (exact,) = read(path)
+    assert dumps(exact.ops) == dumps(got.ops)
+    assert analyze(got.op_view(), got.settings, got.columns) == analyze(exact.ops, exact.settings)
+
+
+def test_a_line_of_another_run_or_a_file_without_topics_or_header(tmp_path):
+    h = _run(n_ops=60)
+    lines = _lines(h)
+    other = lines[:-1] + [lines[-1].replace('"run_id":"r"', '"run_id":"q"')]
+    assert read_typed(_write(tmp_path, other, "other.jsonl")) is None  # (two runs: the other paths)
+    headless = _write(tmp_path, lines[1:], "headless.jsonl")
+    assert read_typed(headless) is not None
+    assert _outcome(lambda: hio.read_jsonl(headless)) == _outcome(lambda: _exact(headless))
+    no_topics = [x for x in lines if '"f":"send"' not in x and '"f":"poll"' not in x]
+    path = _write(tmp_path, no_topics, "no-topics.jsonl")
+    assert read_typed(path) is not None
+    assert _outcome(lambda: hio.read_jsonl(path)) == _outcome(lambda: _exact(path))
+
+
+def _exact(path: str) -> list[History]:
+    with _exact_only():
+        return hio.read_jsonl(path)
