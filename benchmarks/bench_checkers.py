@@ -5,7 +5,7 @@
 1. Anomaly checker: operations per second over one generated run of ``--ops`` operations (10 processes,
    10 partitions, polls of up to 8 records), single core; the record-by-record checker on the same run as the
    peer. Then the run written to JSONL and read back (validated): read speed, the checker on the read history,
-   and read + check together.
+   read + check together, and the whole ``python -m reports check`` command on that file.
 2. Linearizability: one partition with ``--lin-ops`` log operations from 10 concurrent processes (Wing-Gong-Lowe),
    and the committed-offsets register of the same run.
 
@@ -19,6 +19,7 @@ import argparse
 import gc
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -112,6 +113,12 @@ def main() -> None:
 
         print(f"read + check (one call each, as `python -m reports check` runs them): "
               f"{_fig(times_of(args.repeat, read_and_check), n)}")
+        # The whole command a user runs: read, anomaly checker, both linearizability models, the summary.
+        cmd = [sys.executable, "-m", "reports", "check", path]
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        ts_cli = times_of(max(1, args.repeat // 2), lambda: subprocess.run(cmd, cwd=root, check=True,
+                                                                          stdout=subprocess.DEVNULL))
+        print(f"`python -m reports check` (whole process, incl. linearizability): {_fig(ts_cli, n)}")
     print(f"after: {_load()}")
 
     # Linearizability: one partition, 10 concurrent processes, about --lin-ops log operations.
