@@ -48,7 +48,7 @@ def build_harness(tmp: str) -> str:
 
 def ours(path: str) -> tuple[float, str, int | None]:
     (h,) = read(path)
-    ops = log_operations(h.ops)
+    ops = log_operations(h.typed_ops())
     t0 = time.perf_counter()
     r = check_operations(PARTITION_LOG, ops, budget_s=600)
     dt = time.perf_counter() - t0
