@@ -578,8 +578,12 @@ class Wire:
         with self.op("commit", v) as op:
             r = await self.request("OffsetCommit", req)
             codes = {(t.name, p.partition_index): p.error_code for t in r.body.topics for p in t.partitions}
-            (op.ok if not any(codes.values()) else op.fail)(
-                dict(v, errors={key_of(*k): c for k, c in codes.items() if c}))
+            errors = {key_of(*k): c for k, c in codes.items() if c}
+            done = {k: o for k, o in v["offsets"].items() if k not in errors}
+            # Kafka answers each partition on its own: the accepted ones are committed even when others are refused
+            # (e.g. OFFSET_METADATA_TOO_LARGE), so a partly refused commit is recorded ok with exactly those; were
+            # it recorded failed, a later fetch of an accepted offset would look like a read of a lost write.
+            (op.ok if done else op.fail)({"group": group, "offsets": done, "errors": errors})
         return codes
 
     async def offset_fetch(self, group: str, partitions: Sequence[tuple[str, int]]

@@ -45,7 +45,8 @@ One operation per JSON line (one Parquet row with the same columns, ``value`` st
                 about what they did not read.
   ``assign``    ``{partitions: ["t/0", ...]}``: replaces the consumer's partitions (Jepsen's ``:assign``).
   ``subscribe`` ``{topics: ["t", ...]}``: the group decides which partitions (Jepsen's ``:subscribe``).
-  ``commit``    ``{group, offsets: {"t/0": 12, ...}}``: commit of the next offset to read.
+  ``commit``    ``{group, offsets: {"t/0": 12, ...}}``: commit of the next offset to read; an ok completion's
+                ``offsets`` are the ones committed (a partly refused commit lists only the accepted partitions).
   ``fetch_offsets``  invoke ``{group, partitions: [...]}``; ok ``{group, offsets: {"t/0": 12 or null}}``.
   ``list_offsets``, ``nemesis``, ``crash`` (a client was torn down and replaced; its consumer position is gone),
   and others: recorded, ignored by the analyses below unless they say otherwise.
