@@ -91,6 +91,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "group.owed_sync_never_expires": ("GROUP-SYNC-LEADER-GONE", "GROUP-DISCONNECT-RECOVERS"),
     "group.expired_member_zombie": ("GROUP-EXPIRED-REJOIN",),
     "group.leader_member_list_capped": ("GROUP-MANY-MEMBERS",),
+    "group.left_out_member_refused": ("GROUP-SYNC-ASSIGNMENT",),
 }
 
 

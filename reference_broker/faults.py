@@ -157,6 +157,9 @@ FAULTS: dict[str, str] = {
                                    "(Kafka: UNKNOWN_MEMBER_ID) — breaks GROUP-EXPIRED-REJOIN",
     "group.leader_member_list_capped": "the leader's JoinGroup answer lists at most 16 members — breaks "
                                        "GROUP-MANY-MEMBERS",
+    "group.left_out_member_refused": "a member the leader's assignment left out gets REBALANCE_IN_PROGRESS for its "
+                                     "SyncGroup (Kafka: an empty assignment, no error) — breaks "
+                                     "GROUP-SYNC-ASSIGNMENT",
 }
 
 

@@ -84,6 +84,7 @@ class Member:
     sync_future: asyncio.Future | None = None
     session_timer: Timer | None = None
     is_new: bool = False
+    sync_refused: bool = False  # (test-only switch group.left_out_member_refused: left out by the leader)
 
     @property
     def awaiting_join(self) -> bool:
@@ -589,18 +590,23 @@ class GroupCoordinator:
             g.sync_timer = None
         if g.state == STABLE:
             self._schedule_session(g, m)
+            if m.sync_refused:
+                return E.RebalanceInProgressError.errno, b"", g
             return NONE, m.assignment, g
         # CompletingRebalance: park until the leader's assignment arrives
         m.sync_future = asyncio.get_running_loop().create_future()
         fut = m.sync_future
         self._schedule_session(g, m)
         if member_id == g.leader_id:
+            refuse = self.faults.on("group.left_out_member_refused")
             for mid, mem in g.members.items():
-                mem.assignment = assignments.get(mid, b"")
+                mem.assignment = assignments.get(mid, b"")  # members the leader left out: empty, no error
+                mem.sync_refused = refuse and mid not in assignments
             g.state = STABLE
             for mem in g.members.values():
                 if mem.awaiting_sync:
-                    mem.sync_future.set_result((NONE, mem.assignment))
+                    mem.sync_future.set_result((E.RebalanceInProgressError.errno, b"") if mem.sync_refused
+                                               else (NONE, mem.assignment))
         err, assignment = await fut
         return err, assignment, g
 

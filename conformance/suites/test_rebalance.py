@@ -117,6 +117,13 @@ rule("GROUP-MANY-MEMBERS", "20 members joining an Empty group at once form one g
      "answers NONE with the same generation and leader, the leader is told all 20 members, every SyncGroup returns "
      "that member's assignment and the group is Stable", f"{CG}.GroupMetadataManager.completeClassicGroupJoin "
      "(InitialDelayedJoin gathers members arriving during the delay, KIP-134)", SUITE)
+rule("GROUP-SYNC-ASSIGNMENT", "SyncGroup hands every member of the generation the assignment the leader sent for "
+     "it: followers parked before the leader's SyncGroup, the leader itself, and a follower whose SyncGroup comes "
+     "after the group became Stable (answered at once from the stored assignment); a member the leader left out "
+     "gets an empty assignment (no error)", "kafka.coordinator.group.GroupCoordinator.doSyncGroup "
+     "(CompletingRebalance: 'fill any missing members with an empty assignment', then propagated to the parked "
+     f"followers; Stable: the member's current assignment); {CG}.GroupMetadataManager.classicGroupSyncToClassicGroup",
+     SUITE)
 rule("GROUP-STATIC-REJOIN", "a static member (group.instance.id) rejoining a Stable group with an empty member id "
      "and unchanged metadata gets a new member id, the generation does not change and no rebalance starts",
      f"KIP-345; {CG}.GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin", SUITE)
@@ -1024,6 +1031,38 @@ async def test_many_members_join_at_once(group_broker: GroupBroker, evidence: Ev
         assert not wrong, f"followers' SyncGroup answers (name, error, assignment) that are not their own: {wrong[:5]}"
         d = await s.describe()
         assert d.state == "Stable" and sorted(d.members) == ids, f"after every SyncGroup: {d.state}, {len(d.members)}"
+
+
+@pytest.mark.rule("GROUP-SYNC-ASSIGNMENT")
+@pytest.mark.parametrize("left_out_gets", ["own", "nothing"], ids=["all-assigned", "one-left-out"])
+async def test_sync_hands_each_member_its_assignment(group_broker: GroupBroker, evidence: Evidence,
+                                                     left_out_gets: str) -> None:
+    """Four members of one generation: two followers whose SyncGroups are parked before the leader's (one of them
+    left out of the leader's assignment in the second case), the leader, and a follower that syncs only after the
+    group is Stable."""
+    async with session(group_broker, evidence) as s:
+        members = [await s.member(name=f"m{i}") for i in range(4)]
+        joined = await asyncio.gather(*(m.join_new() for m in members))
+        gens, leaders = {j.generation for j in joined}, {j.leader for j in joined}
+        assert len(gens) == 1 and len(leaders) == 1, f"four joins at once gave generations {gens}, leaders {leaders}"
+        leader = next(m for m in members if m.member_id == m.leader)
+        early, left_out, late = (m for m in members if m is not leader)  # ("left_out": maybe, see the case)
+        parked = [s.background(early.sync()), s.background(left_out.sync())]
+        await asyncio.sleep(0.2)                  # both parked in CompletingRebalance before the leader assigns
+        plan = {m.member_id: assignment_for(m.member_id)
+                for m in (leader, early, late, *((left_out,) if left_out_gets == "own" else ()))}
+        err, mine = await leader.sync(plan)
+        (e_err, e_got), (o_err, o_got) = await asyncio.wait_for(asyncio.gather(*parked), s.broker.join_timeout_s)
+        err_late, got_late = await late.sync()
+        got = {"leader": (err, mine), "parked follower": (e_err, e_got), "left out": (o_err, o_got),
+               "late follower": (err_late, got_late)}
+        evidence.note("sync_answers", {k: [e, a.decode(errors="replace")] for k, (e, a) in got.items()})
+        want = {"leader": (NONE, plan[leader.member_id]), "parked follower": (NONE, plan[early.member_id]),
+                "left out": (NONE, plan.get(left_out.member_id, b"")), "late follower": (NONE, plan[late.member_id])}
+        wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+        assert not wrong, f"SyncGroup answers (error, assignment) that are not what the leader assigned: {wrong}"
+        d = await s.describe()
+        assert d.state == "Stable", f"after every member's SyncGroup the group is {d.state}"
 
 
 @pytest.mark.rule("GROUP-STATIC-REJOIN")

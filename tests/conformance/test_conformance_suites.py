@@ -228,6 +228,8 @@ FAULTS = [
      {"GROUP-SESSION-TIMEOUT"}),
     ("group.leader_member_list_capped", REBALANCE, "many_members or join_starts", "GROUP-MANY-MEMBERS",
      {"GROUP-JOIN-REBALANCE"}),
+    ("group.left_out_member_refused", REBALANCE, "its_assignment or many_members or leave_starts", "GROUP-SYNC-ASSIGNMENT",
+     {"GROUP-MANY-MEMBERS", "GROUP-LEAVE-REBALANCE"}),
 ]
 
 
