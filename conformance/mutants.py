@@ -146,7 +146,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        "Heartbeat NONE for a stale generation", match=ILLEGAL_GENERATION, suites=(REBALANCE_S,),
        select=HEARTBEATS),
     _m("sync_group.empty_assignment", SYNC_GROUP, "assignment", "set", "", "SyncGroup hands out an empty "
-       "assignment", suites=(REBALANCE_S,), select="state_transitions or leave_starts or cooperative"),
+       "assignment (GROUP-SYNC-ASSIGNMENT)", suites=(REBALANCE_S,),
+       select="its_assignment or state_transitions or leave_starts or cooperative"),
     _m("sync_group.hide_rebalance", SYNC_GROUP, "error_code", "set", NONE,
        "SyncGroup NONE instead of REBALANCE_IN_PROGRESS", match=REBALANCE_IN_PROGRESS, suites=(REBALANCE_S,),
        select="sync_in_preparing or state_transitions"),
