@@ -15,7 +15,7 @@ Operations (the history contract, history/schema.py)
   answer proves nothing was appended (the producer never retries: clients.DEFINITE_SEND_ERRORS); ``info``
   otherwise, a timed-out send included (it may be appended later).
 - consumer ``assign`` / ``subscribe`` once at start (and after each reset); ``poll`` invoke ``{}``, ``ok``
-  ``{records, positions?}`` (positions: reference stack with assign only), ``fail`` on an error;
+  ``{records, positions?}`` (positions: every client stack, with assign only), ``fail`` on an error;
   ``commit`` ``{group, offsets}`` every `commit_every` polls that read something: ``ok`` when a sync commit was
   confirmed, ``info`` for async commits and for errors (a commit may land late). Auto-commits are the client's
   and are not recorded; the reference stack commits only in a group (with ``assign`` it does not commit).
