@@ -12,7 +12,7 @@
 3. One partition with about ``--lin-ops`` log operations from 10 concurrent processes (as in bench_checkers.py):
    extraction and check, and the check of the committed-offsets register of the same run.
 
-GC is off while timing (as in the Spark job, reports.spark_job.gc_paused); ``--gc`` leaves it on.
+GC is off while timing (as in the Spark job, history.io.gc_paused); ``--gc`` leaves it on.
 
 Before/after in one session: copy this script into a checkout of the older revision and run both, e.g.
 
@@ -98,7 +98,7 @@ def main() -> None:
     ap.add_argument("--gc", action="store_true", help="leave the garbage collector on while timing")
     args = ap.parse_args()
     if not args.gc:
-        gc.disable()  # as the Spark job runs it (reports.spark_job.gc_paused)
+        gc.disable()  # as the Spark job runs it (history.io.gc_paused)
 
     runs = [synth.generate(f"r{i}", seed=i, n_ops=10_000, processes=10, partitions=10).ops
             for i in range(1, args.runs + 1)]
