@@ -61,8 +61,11 @@ def test_stopped_followers_leave_the_isr_after_lag_and_come_back(make_cluster) -
         wait_for(lambda: hw(b, "isr"), lambda h: h == 4, 10, "the HW to move to the LEO once the ISR shrank")
         cluster.pause(f2)
         wait_for(lambda: partition_state(b, "isr")[2], lambda s: s == [leader], 15, "the ISR down to the leader")
-        # Bootstrap from the leader only: a paused broker would hold kafka-python's bootstrap for 30 s.
-        kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{cluster.ports[leader]}", acks="all", retries=0)
+        # Bootstrap from the leader only: a paused broker would hold kafka-python's bootstrap for 30 s. The topic's
+        # metadata request may still go to a paused broker (kafka-python picks the least loaded node of the three
+        # it learned): a short request timeout moves it on to another node instead of using up max_block_ms.
+        kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{cluster.ports[leader]}", acks="all", retries=0,
+                           request_timeout_ms=5000)
         try:
             with pytest.raises(NotEnoughReplicasError):
                 kp.send("isr", b"refused", partition=0).get(20)
