@@ -59,6 +59,15 @@ def _lines(h: History) -> list[str]:
     return [dumps(h.header_line())] + [dumps(op) for op in h.ops]
 
 
+def _same_columns_and_verdict(got: History, h: History) -> None:
+    """The typed path's columns are the ones gathered from the dicts, and the checker says the same."""
+    ref = RecordColumns.collect(h.ops)
+    for name in RecordColumns.__slots__:
+        if name != "values_all_int":
+            assert getattr(got.columns, name) == getattr(ref, name), name
+    assert analyze(got.op_view(), got.settings, got.columns) == analyze(h.ops, h.settings)
+
+
 def _write(tmp_path, lines: list[str], name: str = "h.jsonl") -> str:  # noqa: ANN001
     p = tmp_path / name
     p.write_bytes(("\n".join(lines) + "\n").encode())
@@ -75,11 +84,7 @@ def test_a_well_formed_run_takes_the_typed_path_and_reads_as_the_exact_path(tmp_
     assert len(view) == len(h.ops)
     assert [view[i] for i in (0, 17, -1)] == [h.ops[0], h.ops[17], h.ops[-1]]
     assert got.__dict__["_lazy"] is not None
-    ref = RecordColumns.collect(h.ops)
-    for name in RecordColumns.__slots__:
-        if name != "values_all_int":
-            assert getattr(got.columns, name) == getattr(ref, name), name
-    assert analyze(got.op_view(), got.settings, got.columns) == analyze(h.ops, h.settings)
+    _same_columns_and_verdict(got, h)
     assert (got.run_id, got.target, got.settings, got.ops) == (h.run_id, h.target, h.settings, h.ops)
     with _exact_only():
         (exact,) = read(path)
@@ -174,11 +179,7 @@ def test_columns_of_a_run_without_batch_sends(tmp_path):
     assert not any("records" in op["value"] for op in h.ops if op["f"] == "send")
     (got,) = read(_write(tmp_path, _lines(h)))
     assert got.__dict__["_lazy"] is not None
-    ref = RecordColumns.collect(h.ops)
-    for name in RecordColumns.__slots__:
-        if name != "values_all_int":
-            assert getattr(got.columns, name) == getattr(ref, name), name
-    assert analyze(got.op_view(), got.settings, got.columns) == analyze(h.ops, h.settings)
+    _same_columns_and_verdict(got, h)
 
 
 def test_checks_of_a_typed_run_build_no_operation_dict_and_agree_with_the_exact_path(tmp_path):
