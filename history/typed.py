@@ -247,7 +247,7 @@ def _int64(values: list) -> np.ndarray:
     return np.fromiter(values, dtype=np.int64, count=len(values))  # OverflowError beyond int64: the other paths
 
 
-_get = {name: attrgetter(name) for name in ("run_id", "index", "time_ns", "process", "type", "f", "group",
+_get = {name: attrgetter(name) for name in ("index", "time_ns", "process", "type", "f", "group",
                                              "offsets", "partitions", "topics", "positions")}
 
 
@@ -269,7 +269,6 @@ class _Gather:
     def code(self, f_l: list[str]) -> np.ndarray:
         code = self.f_code
         for name in set(f_l).difference(code):
-            _need(name in KNOWN_FS)  # (an unknown f: the other paths decide what it means)
             code[name] = len(code)
         return np.fromiter(map(code.__getitem__, f_l), dtype=np.int64, count=len(f_l))
 

@@ -175,12 +175,9 @@ def part_verdicts(h: History, budget_s: float = 10.0, max_cases: int = 8) -> lis
     Every analysis is per key, so the anomaly checker's cases split by key, and the linearizability search
     partitions by key itself (each part with its own budget, as a part checked alone would have); nothing is
     copied into per-part operation lists. ``ops`` of a part is the number of operations its model checked."""
-    with gc_paused():
-        res = analyze(h.op_view(), h.settings, h.columns).by_key()
-        typed = h.typed_ops()
-        log = {str(p.key): p for p in check_operations(PARTITION_LOG, log_operations(typed, h.settings),
-                                                       budget_s=budget_s).parts}
-        offsets = check_operations(COMMITTED_OFFSETS, offset_operations(typed), budget_s=budget_s).parts
+    whole, lin = run_checks(h, budget_s)
+    res = whole.by_key()
+    log = {str(p.key): p for p in lin[PARTITION_LOG.name].parts}
     out = []
     for key in sorted(set(res) | set(log)):
         r = res.get(key)
@@ -190,7 +187,7 @@ def part_verdicts(h: History, budget_s: float = 10.0, max_cases: int = 8) -> lis
         if p is not None:
             pv.lin_verdict, pv.lin_elapsed_s, pv.counterexample = p.verdict, p.elapsed_s, p.counterexample
         out.append(pv)
-    for p in offsets:
+    for p in lin[COMMITTED_OFFSETS.name].parts:
         g, k = p.key
         out.append(PartVerdict(GROUP, f"{g}|{k}", p.ops, lin_model=COMMITTED_OFFSETS.name, lin_verdict=p.verdict,
                                lin_elapsed_s=p.elapsed_s, counterexample=p.counterexample))
