@@ -61,6 +61,10 @@ class Cluster:
         self._conns: dict[int, Connection] = {}
         self._bootstrap_conn: Connection | None = None
         self._lock = asyncio.Lock()
+        # one opening at a time per broker (key: node id, or None for bootstrap): tasks that find no connection
+        # at once must share the one that gets opened, as Java's NetworkClient keeps one per node. Each opening
+        # its own once closed a connection with a Produce on it, and the retry wrote the records twice.
+        self._opening: dict[int | None, asyncio.Lock] = {}
 
     async def __aenter__(self) -> Cluster:
         await self.start()
@@ -99,16 +103,20 @@ class Cluster:
         conn = self._conns.get(node_id)
         if conn is not None and not conn.closed:
             return conn
-        broker = self.brokers.get(node_id)
-        if broker is None:
-            raise Errors.KafkaConnectionError(f"unknown broker id {node_id}")
-        conn = await self._open(broker.host, broker.port)
-        old = self._conns.get(node_id)
-        self._conns[node_id] = conn
-        if old is not None:
-            with contextlib.suppress(Exception):
-                await old.close()
-        return conn
+        async with self._opening.setdefault(node_id, asyncio.Lock()):
+            conn = self._conns.get(node_id)
+            if conn is not None and not conn.closed:
+                return conn  # another task opened it while we waited
+            broker = self.brokers.get(node_id)
+            if broker is None:
+                raise Errors.KafkaConnectionError(f"unknown broker id {node_id}")
+            conn = await self._open(broker.host, broker.port)
+            old = self._conns.get(node_id)
+            self._conns[node_id] = conn
+            if old is not None:  # closed already (else it was returned above): release its resources
+                with contextlib.suppress(Exception):
+                    await old.close()
+            return conn
 
     async def any_connection(self) -> Connection:
         """Some live connection: a known broker's, else a bootstrap server's."""
@@ -118,16 +126,17 @@ class Cluster:
         for node_id in sorted(self.brokers):
             with contextlib.suppress(OSError, Errors.KafkaError, TimeoutError):
                 return await self.connection(node_id)
-        if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
-            return self._bootstrap_conn
-        last: BaseException | None = None
-        for host, port in self.bootstrap:
-            try:
-                self._bootstrap_conn = await self._open(host, port)
+        async with self._opening.setdefault(None, asyncio.Lock()):
+            if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
                 return self._bootstrap_conn
-            except (OSError, Errors.KafkaError, TimeoutError) as exc:
-                last = exc
-        raise Errors.NoBrokersAvailable(f"no bootstrap server reachable: {self.bootstrap}: {last!r}")
+            last: BaseException | None = None
+            for host, port in self.bootstrap:
+                try:
+                    self._bootstrap_conn = await self._open(host, port)
+                    return self._bootstrap_conn
+                except (OSError, Errors.KafkaError, TimeoutError) as exc:
+                    last = exc
+            raise Errors.NoBrokersAvailable(f"no bootstrap server reachable: {self.bootstrap}: {last!r}")
 
     async def send(self, node_id: int, request: ApiMessage, version: int | None = None) -> Response:
         """Send to a broker by id with its negotiated version (unless ``version`` is given)."""

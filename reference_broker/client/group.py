@@ -145,6 +145,7 @@ class GroupConsumer:
         self.leader_id: str | None = None
         self.coordinator: tuple[int, str, int] | None = None  # node id, host, port
         self._coord_conn: Connection | None = None
+        self._coord_lock = asyncio.Lock()  # heartbeat task and poll path look the coordinator up one at a time
         self._rejoin_needed = True
         self._stable = False
         self._owned: set[TopicPartition] = set()
@@ -519,6 +520,12 @@ class GroupConsumer:
     async def _ensure_coordinator(self) -> Connection:
         if self._coord_conn is not None and not self._coord_conn.closed:
             return self._coord_conn
+        async with self._coord_lock:  # whoever waited here uses the connection the first one opened
+            if self._coord_conn is not None and not self._coord_conn.closed:
+                return self._coord_conn
+            return await self._find_coordinator()
+
+    async def _find_coordinator(self) -> Connection:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.request_timeout
         while True:

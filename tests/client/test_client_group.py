@@ -378,3 +378,20 @@ def test_heartbeats_continue_while_a_rebalance_waits_for_poll(group_broker: tupl
             assert not any(d == "UnknownMemberIdError" for _, e, d in a.events if e == "heartbeat_error")
 
     run(go(), timeout=40)
+
+
+def test_heartbeat_and_commit_share_one_coordinator_connection(group_broker: tuple[str, str]) -> None:
+    """The heartbeat task and the poll path may both find no coordinator connection at once (e.g. after it was
+    lost): they must end up on one connection, not open one each and leak all but the last."""
+    _, bootstrap = group_broker
+
+    async def go() -> tuple[int, bool]:
+        c = GroupConsumer(bootstrap, unique("g"))
+        try:
+            conns = await asyncio.gather(*(c._ensure_coordinator() for _ in range(4)))  # noqa: SLF001
+            return len({id(x) for x in conns}), any(x.closed for x in conns)
+        finally:
+            await c.close()
+
+    distinct, closed = run(go())
+    assert distinct == 1 and not closed

@@ -241,3 +241,30 @@ def test_client_close_fails_pending_requests(broker_bootstrap: str) -> None:
             conn.submit(ApiVersionsRequest[0]())
 
         run(again())
+
+
+def test_concurrent_callers_share_one_connection_per_broker(broker_bootstrap: str) -> None:
+    """Tasks asking for the same broker at once get one connection, and nobody's request is cut off.
+
+    Java's NetworkClient keeps one connection per node. Once, two producer tasks each opened their own; the second
+    closed the first with a Produce on it; the producer retried it, and the log held those records twice.
+    """
+
+    async def go() -> tuple[set[int], list[object], bool, set[int]]:
+        async with Cluster(broker_bootstrap) as cluster:
+            node = min(cluster.brokers)
+            conns = await asyncio.gather(*(cluster.connection(node) for _ in range(6)))
+            answers = await asyncio.gather(
+                *(cluster.send(node, MetadataRequest[1](topics=[])) for _ in range(6)), return_exceptions=True)
+            closed = any(c.closed for c in conns)
+        async with Cluster(broker_bootstrap) as fresh:  # before any metadata: the bootstrap connection
+            fresh._bootstrap_conn = None  # noqa: SLF001 (start() opened it; race the reopening)
+            fresh._conns.clear()  # noqa: SLF001
+            fresh.brokers.clear()
+            boots = await asyncio.gather(*(fresh.any_connection() for _ in range(4)))
+        return {id(c) for c in conns}, answers, closed, {id(c) for c in boots}
+
+    conns, answers, closed, boots = run(go())
+    assert len(conns) == 1 and not closed
+    assert not [a for a in answers if isinstance(a, BaseException)], answers
+    assert len(boots) == 1  # one bootstrap connection, not four with three of them leaked
