@@ -135,7 +135,8 @@ class Consumer:
         self._started = True
 
     async def close(self) -> None:
-        if self._owns and self._started:
+        """Close the connections this consumer owns, also those opened lazily by a consumer never started."""
+        if self._owns:
             await self.cluster.close()
         self._started = False
 

@@ -321,3 +321,20 @@ def test_poll_positions_vouch_for_what_each_poll_read(broker_bootstrap: str, new
     assert a == [1, 2] and pa == {f"{topic}/0": 1}
     assert b == [3, 4] and pb == {}
     assert e == {} and pe == {f"{topic}/0": 5}
+
+
+def test_close_of_a_consumer_never_started_closes_its_connections(broker_bootstrap: str, new_topic) -> None:
+    """A consumer used without ``start()`` opens connections lazily; ``close()`` must close them too (it once
+    left them open, with their read tasks pending until the loop died)."""
+    tp = TopicPartition(new_topic(1), 0)
+
+    async def go() -> list[str]:
+        before = asyncio.all_tasks()
+        c = Consumer(broker_bootstrap)
+        c.assign([tp])
+        await c.seek_to_end()
+        await c.position(tp)
+        await c.close()
+        return [t.get_coro().__qualname__ for t in asyncio.all_tasks() - before]
+
+    assert run(go()) == []
