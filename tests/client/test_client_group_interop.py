@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 from confluent_kafka import Consumer as CKConsumer
 from kct_client_helpers import run
@@ -30,14 +31,17 @@ class Librdkafka(threading.Thread):
         self.assigned: set[TopicPartition] = set()
         self.values: list[bytes] = []
         self.member_id = ""
+        self.timeline: list[tuple[float, str, object]] = []  # (monotonic, what, detail): evidence on failure
         self.stop = threading.Event()
         self.error: BaseException | None = None
 
     def _on_assign(self, consumer: CKConsumer, parts: list) -> None:
         self.assigned = {TopicPartition(p.topic, p.partition) for p in parts}
+        self.timeline.append((time.monotonic(), "assigned", sorted(p.partition for p in parts)))
 
     def _on_revoke(self, consumer: CKConsumer, parts: list) -> None:
         self.assigned = set()
+        self.timeline.append((time.monotonic(), "revoked", sorted(p.partition for p in parts)))
 
     def run(self) -> None:
         try:
@@ -50,6 +54,7 @@ class Librdkafka(threading.Thread):
                 if msg.error():
                     continue
                 self.values.append(msg.value())
+                self.timeline.append((time.monotonic(), "read", (msg.partition(), msg.offset())))
                 self.consumer.commit(message=msg, asynchronous=False)
         except BaseException as exc:  # surfaced by the test
             self.error = exc
@@ -70,11 +75,15 @@ def test_shares_partitions_with_librdkafka_by_range(group_broker: tuple[str, str
         got: list[bytes] = []
         stop = asyncio.Event()
 
+        ours_reads: list[tuple[float, str, object]] = []
+
         async def loop() -> None:
             ours.subscribe([topic])
             while not stop.is_set():
                 recs = await ours.poll(100)
                 got.extend(r.value for rs in recs.values() for r in rs)
+                ours_reads.extend((time.monotonic(), "read", (tp.partition, rs[0].offset, len(rs)))
+                                  for tp, rs in recs.items())
                 if recs:
                     await ours.commit()
 
@@ -99,7 +108,7 @@ def test_shares_partitions_with_librdkafka_by_range(group_broker: tuple[str, str
             await until(lambda: set(got) | set(rd.values) >= sent, 20, "every record read by one of the two")
             await asyncio.sleep(0.3)
             both = got + rd.values
-            assert sorted(both) == sorted(sent), "a record was read by both members or twice"
+            assert sorted(both) == sorted(sent), _twice(got, rd, ours, ours_reads)
             assert got and rd.values
             assert rd.error is None
         finally:
@@ -110,3 +119,15 @@ def test_shares_partitions_with_librdkafka_by_range(group_broker: tuple[str, str
             await asyncio.get_running_loop().run_in_executor(None, rd.join, 15)
 
     run(go(), timeout=90)
+
+
+def _twice(got: list[bytes], rd: Librdkafka, ours: GroupConsumer, ours_reads: list) -> str:
+    """The evidence for "read twice": which side repeated what, and both members' timelines side by side."""
+    lines = [f"a record was read by both members or twice: {len(got) - len(set(got))} repeated by ours, "
+             f"{len(rd.values) - len(set(rd.values))} by librdkafka, {len(set(got) & set(rd.values))} by both",
+             f"member ids: ours {ours.member_id!r}, librdkafka {rd.member_id!r}"]
+    ours_events = [(ns / 1e9, name, detail) for ns, name, detail in ours.events]
+    for t, who, what, detail in sorted([(t, "ours", w, d) for t, w, d in ours_events + ours_reads]
+                                       + [(t, "librdkafka", w, d) for t, w, d in rd.timeline]):
+        lines.append(f"  {t:.3f} {who:10} {what} {detail}")
+    return "\n".join(lines[:400])
