@@ -281,7 +281,10 @@ class Wire:
 
         async def wait() -> Response:
             try:
-                r = await asyncio.wait_for(fut, limit)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for returns an answer that meets a cancellation
+                # (gh-86296), and a cancelled member loop of a check then ran on, its session waiting forever
+                async with asyncio.timeout(limit):
+                    r = await fut
             except ConnectionClosedError as exc:
                 self._note(api, version, summary if summary is not None else request, f"connection closed: {exc}",
                            None, label)

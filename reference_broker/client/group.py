@@ -299,8 +299,9 @@ class GroupConsumer:
                 if got:
                     return got
             else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), max(0.0, min(0.05, deadline - loop.time())))
+                with contextlib.suppress(TimeoutError):  # (asyncio.timeout: see Producer._run)
+                    async with asyncio.timeout(max(0.0, min(0.05, deadline - loop.time()))):
+                        await self._wakeup.wait()
             if loop.time() >= deadline:
                 return {}
 

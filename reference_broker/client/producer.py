@@ -374,7 +374,10 @@ class Producer:
                 self._wakeup.clear()
                 timeout = None if next_at is None else max(0.0, next_at - now)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+                    # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow close()'s cancellation when a
+                    # wakeup meets it (gh-86296), and close() would then wait for this loop forever
+                    async with asyncio.timeout(timeout):
+                        await self._wakeup.wait()
                 continue
             by_leader: dict[int, list[_Batch]] = {}
             unknown: list[_Batch] = []
