@@ -404,9 +404,13 @@ class Session:
     async def close(self) -> None:
         for t in self.tasks:
             t.cancel()
+        # bounded: a task that ignores its cancellation must not hang the check (it is named in the evidence)
+        _, stuck = await asyncio.wait(self.tasks, timeout=10) if self.tasks else (set(), set())
         for t in self.tasks:
-            with contextlib.suppress(BaseException):
-                await t
+            if t.done() and not t.cancelled():
+                t.exception()  # retrieved: a member loop's failure was already reported by its check
+        if stuck and self.evidence is not None:
+            self.evidence.note("background tasks still running 10 s after cancel", [repr(t)[:200] for t in stuck])
         for c in self.conns:
             with contextlib.suppress(Exception):
                 await c.close()

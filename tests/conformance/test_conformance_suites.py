@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -35,12 +36,25 @@ def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "resul
     results = tmp_path / f"{name}.json"
     cmd = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", "--target", "reference",
            "--kct-results-file", str(results), *extra]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=280)
-    assert proc.returncode in (0, 1), f"pytest could not run the suite ({proc.returncode}):\n{proc.stdout[-3000:]}" \
-                                      f"\n{proc.stderr[-3000:]}"
-    assert results.exists(), f"no results file written:\n{proc.stdout[-3000:]}"
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=280)
+    except subprocess.TimeoutExpired:
+        # SIGINT, not SIGKILL first: the child's fixtures then stop its brokers by PID, and pytest prints where the
+        # check was stuck. (A kill once left two brokers listening after a hung row.)
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise AssertionError(f"the suite run did not finish within 280 s: {' '.join(cmd[3:])}\n{out[-4000:]}"
+                             f"\n{err[-3000:]}") from None
+    assert proc.returncode in (0, 1), f"pytest could not run the suite ({proc.returncode}):\n{out[-3000:]}" \
+                                      f"\n{err[-3000:]}"
+    assert results.exists(), f"no results file written:\n{out[-3000:]}"
     doc = json.loads(results.read_text())
-    doc["_stdout"] = proc.stdout
+    doc["_stdout"] = out
     return doc
 
 
