@@ -86,6 +86,10 @@ class Member:
     is_new: bool = False
     sync_refused: bool = False  # (test-only switch group.left_out_member_refused: left out by the leader)
 
+    def sync_answer(self) -> tuple[int, bytes]:
+        """(error, assignment) of this member's SyncGroup once the leader assigned: parked or arriving when Stable."""
+        return (E.RebalanceInProgressError.errno, b"") if self.sync_refused else (NONE, self.assignment)
+
     @property
     def awaiting_join(self) -> bool:
         return self.join_future is not None and not self.join_future.done()
@@ -590,9 +594,7 @@ class GroupCoordinator:
             g.sync_timer = None
         if g.state == STABLE:
             self._schedule_session(g, m)
-            if m.sync_refused:
-                return E.RebalanceInProgressError.errno, b"", g
-            return NONE, m.assignment, g
+            return *m.sync_answer(), g
         # CompletingRebalance: park until the leader's assignment arrives
         m.sync_future = asyncio.get_running_loop().create_future()
         fut = m.sync_future
@@ -605,8 +607,7 @@ class GroupCoordinator:
             g.state = STABLE
             for mem in g.members.values():
                 if mem.awaiting_sync:
-                    mem.sync_future.set_result((E.RebalanceInProgressError.errno, b"") if mem.sync_refused
-                                               else (NONE, mem.assignment))
+                    mem.sync_future.set_result(mem.sync_answer())
         err, assignment = await fut
         return err, assignment, g
 

@@ -39,6 +39,10 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[tuple[str, int]]:
     return out
 
 
+def _live(conn: Connection | None) -> bool:
+    return conn is not None and not conn.closed
+
+
 class Cluster:
     """Metadata and connections for one cluster. Use ``async with Cluster(...) as c`` or start()/close()."""
 
@@ -101,11 +105,11 @@ class Cluster:
     async def connection(self, node_id: int) -> Connection:
         """A negotiated connection to broker ``node_id`` (opened on first use, reopened if it was closed)."""
         conn = self._conns.get(node_id)
-        if conn is not None and not conn.closed:
+        if _live(conn):
             return conn
         async with self._opening.setdefault(node_id, asyncio.Lock()):
             conn = self._conns.get(node_id)
-            if conn is not None and not conn.closed:
+            if _live(conn):
                 return conn  # another task opened it while we waited
             broker = self.brokers.get(node_id)
             if broker is None:
@@ -127,7 +131,7 @@ class Cluster:
             with contextlib.suppress(OSError, Errors.KafkaError, TimeoutError):
                 return await self.connection(node_id)
         async with self._opening.setdefault(None, asyncio.Lock()):
-            if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
+            if _live(self._bootstrap_conn):
                 return self._bootstrap_conn
             last: BaseException | None = None
             for host, port in self.bootstrap:
