@@ -5,9 +5,12 @@ Layout (one hop to anything):
 - ``registry.py``    handler registry; builds the ApiVersions answer from what is registered
 - ``apis/``          one module per API key (``apis/fetch.py`` handles Fetch)
 - ``log/``           the partition log: memory and durable segmented file implementations
-- ``partition.py``   a partition's state: log, high watermark, parked-fetch wakeups
-- ``purgatory.py``   DelayedFetch: parked fetches and their completion rules
-- ``broker.py``      the state a broker owns (topics, partitions, config) on its one event loop
+- ``partition.py``   a partition replica: log, leadership, ISR, high watermark, leader reads
+                     (``fetch_records``) and follower appends and truncation
+- ``replica_manager.py`` the partitions a broker hosts and the read path (``fetch_messages``: read, park,
+                     complete), ISR upkeep; ``replica_fetcher.py`` follower replication
+- ``purgatory.py``   DelayedFetch / DelayedProduce: parked requests and their completion rules
+- ``node.py``        one broker process: listener, metadata image, replica manager, link to the controller
 - ``client/``        the reference client stack (protocol client, producer, consumer, admin)
 - ``GAPS.md``        every deliberate difference from Apache Kafka, in one place
 """

@@ -55,11 +55,16 @@ class ProducerEntry:
 
 
 class ReadInfo(NamedTuple):
+    """One partition's read (Kafka's LogReadInfo): records or an error, the offsets to report, and for a fetch
+    whose last fetched epoch disagrees with this log the (epoch, end offset) to truncate to instead of records."""
+
     error: int
     records: bytes = b""
     high_watermark: int = -1
     log_start_offset: int = -1
     last_stable_offset: int = -1
+    diverging_epoch: tuple[int, int] | None = None
+    follower_updated: bool = False        # a follower's fetch position was recorded (updateFollowerFetchState)
 
 
 @dataclass
@@ -278,6 +283,12 @@ class Partition:
             self.producers.clear()
             self._changed()
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The follower's log ends below the leader's log start: start over at ``offset``."""
+        self.log.truncate_to(self.log.log_start_offset)
+        self.log.delete_records_before(offset)
+        self.hw = offset
+
     # -- produce ----------------------------------------------------------------------------------------------
 
     def append_as_leader(self, data: bytes, header: B.BatchHeader, now_ms: int) -> ProduceResult:
@@ -329,6 +340,23 @@ class Partition:
         if current_leader_epoch < self.leader_epoch:
             return E.FencedLeaderEpochError.errno
         return E.UnknownLeaderEpochError.errno
+
+    def fetch_records(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, current_leader_epoch: int,
+                      max_bytes: int, isolation: FetchIsolation, min_one: bool, now_ms: float) -> ReadInfo:
+        """Kafka's Partition.fetchRecords: the leader's read for one fetched partition. A follower's read (replica
+        id >= 0) at the current epoch first records its fetch offset as its LEO (updateFollowerFetchState) and
+        gets the diverging epoch instead of records when its last fetched epoch disagrees with this log (KIP-320).
+        The caller (ReplicaManager) decides about the ISR when ``follower_updated``."""
+        updated = False
+        if replica_id >= 0 and self.is_leader and not self.check_leader_epoch(current_leader_epoch):
+            if replica_id in self.replicas and 0 <= fetch_offset <= self.log.log_end_offset:
+                self.update_follower_fetch(replica_id, fetch_offset, now_ms)
+                updated = True
+            div = self.diverging_epoch(fetch_offset, last_fetched_epoch)
+            if div is not None:
+                return ReadInfo(E.NoError.errno, b"", self.hw, self.log.log_start_offset, self.hw, div, updated)
+        return self.read(fetch_offset, max_bytes, isolation, min_one, current_leader_epoch)._replace(
+            follower_updated=updated)
 
     def read(self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation, min_one: bool,
              current_leader_epoch: int = -1) -> ReadInfo:

@@ -117,27 +117,55 @@ class FetchPartitionStatus:
     topic_id: object = None               # uuid.UUID for Fetch v13+ (topics named by id)
 
 
+@dataclass
+class FetchParams:
+    """What a Fetch asks, decoded (Kafka's FetchParams): who asks, how long it may wait, how much it wants."""
+
+    replica_id: int                       # >= 0: a follower broker; -1: a consumer
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int                        # already capped by fetch.max.bytes
+    isolation: FetchIsolation
+    partitions: list[FetchPartitionStatus]
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(frozen=True)
+class MinBytes:
+    """The one "enough bytes?" formula. Kafka compares min_bytes twice — ReplicaManager.fetchMessages (answer at
+    once when bytesReadable >= minBytes) and DelayedFetch.tryComplete Case G (accumulatedSize >= minBytes) — with
+    the same comparison; both go through here, so a fault switch changes both decisions at once."""
+
+    min_bytes: int
+    exclusive: bool = False               # fetch.min_bytes_exclusive fault switch: > instead of >=
+    per_partition: bool = False           # fetch.min_bytes_per_partition fault switch: max instead of sum
+
+    def add(self, accumulated: int, partition_bytes: int) -> int:
+        return max(accumulated, partition_bytes) if self.per_partition else accumulated + partition_bytes
+
+    def met(self, accumulated: int) -> bool:
+        return accumulated > self.min_bytes if self.exclusive else accumulated >= self.min_bytes
+
+
 class DelayedFetch(DelayedOperation):
-    def __init__(self, partitions: list[FetchPartitionStatus], lookup: Lookup, min_bytes: int,
-                 isolation: FetchIsolation, is_follower: bool, min_bytes_exclusive: bool = False,
-                 min_bytes_per_partition: bool = False, min_bytes_uncapped: bool = False) -> None:
+    def __init__(self, params: FetchParams, lookup: Lookup, min_bytes: MinBytes,
+                 min_bytes_uncapped: bool = False) -> None:
         super().__init__()
-        self.partitions = partitions
+        self.params = params
         self.lookup = lookup
         self.min_bytes = min_bytes
-        self.isolation = isolation
-        self.is_follower = is_follower
-        self.min_bytes_exclusive = min_bytes_exclusive     # test-only fault switch (faults.py)
-        self.min_bytes_per_partition = min_bytes_per_partition     # fetch.min_bytes_per_partition fault switch
         self.min_bytes_uncapped = min_bytes_uncapped               # fetch.min_bytes_uncapped fault switch
-        self.keys = [(st.topic, st.partition_index) for st in partitions if st.known]
+        self.keys = [(st.topic, st.partition_index) for st in params.partitions if st.known]
 
     def try_complete(self) -> bool:
         """Kafka's DelayedFetch.tryComplete: complete when any case A–H holds, else keep waiting."""
         if self.completed:
             return True
         accumulated = 0
-        for st in self.partitions:
+        for st in self.params.partitions:
             p = self.lookup(st.topic, st.partition_index) if st.known else None
             if p is None or p.deleted:
                 return self.force_complete("Case C: partition unknown or deleted")
@@ -145,7 +173,7 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete("Case A: no longer the leader")
             if st.current_leader_epoch >= 0 and st.current_leader_epoch != p.leader_epoch:
                 return self.force_complete("Case E: requested leader epoch is fenced")
-            end = p.end_offset_for(self.isolation)
+            end = p.end_offset_for(self.params.isolation)
             if end != st.fetch_offset:
                 if end < st.fetch_offset:
                     # The end moved below the fetch offset: the leader truncated (Case F's older-segment branch).
@@ -155,11 +183,12 @@ class DelayedFetch(DelayedOperation):
                 got = p.log.bytes_between(st.fetch_offset, end)
                 if not self.min_bytes_uncapped:
                     got = min(got, st.partition_max_bytes)
-                accumulated = max(accumulated, got) if self.min_bytes_per_partition else accumulated + got
-            if self.is_follower and p.diverging_epoch(st.fetch_offset, st.last_fetched_epoch) is not None:
+                accumulated = self.min_bytes.add(accumulated, got)
+            if self.params.is_from_follower and \
+                    p.diverging_epoch(st.fetch_offset, st.last_fetched_epoch) is not None:
                 return self.force_complete("Case H: diverging epoch")
-        if accumulated > self.min_bytes or (accumulated == self.min_bytes and not self.min_bytes_exclusive):
-            return self.force_complete(f"Case G: {accumulated} bytes >= min_bytes {self.min_bytes}")
+        if self.min_bytes.met(accumulated):
+            return self.force_complete(f"Case G: {accumulated} bytes >= min_bytes {self.min_bytes.min_bytes}")
         return False
 
 

@@ -78,3 +78,23 @@ def last_batch_base(read_last: bytes, end: int) -> int:
     """``read_last`` is a read at ``end - 1``: its first batch holds the last record below the HW."""
     parts = _batches(read_last)
     return parts[0][1].base_offset if parts else end
+
+
+# The fetch switches above, applied to one partition's read (consumer reads only; the replica manager calls this
+# apart from the read rules so the read path reads as Kafka's).
+FETCH_SWITCHES = frozenset(("fetch.drop_headers", "fetch.swap_producer_batches", "fetch.compressed_base_is_last",
+                            "fetch.mid_batch_next_batch"))
+
+
+def apply_fetch_switches(faults, records: bytes, fetch_offset: int, read_from: Callable[[int], bytes]) -> bytes:
+    """Rewrite one partition's fetched ``records`` as the enabled switches say; ``read_from(offset)`` reads the
+    same partition again with the same limits (for ``fetch.mid_batch_next_batch``)."""
+    if faults.on("fetch.mid_batch_next_batch"):
+        records = next_batch_for_mid_batch(records, fetch_offset, read_from)
+    if faults.on("fetch.drop_headers"):
+        records = drop_headers(records)
+    if faults.on("fetch.swap_producer_batches"):
+        records = swap_producer_batches(records)
+    if faults.on("fetch.compressed_base_is_last"):
+        records = compressed_base_is_last(records)
+    return records

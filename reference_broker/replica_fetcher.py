@@ -4,7 +4,9 @@
 Each fetcher sends Fetch v12 with ``replica_id`` = this broker, ``fetch_offset`` = the local LEO and
 ``last_fetched_epoch`` = the epoch of the last local batch, for every partition it follows from that leader. The
 leader answers up to its LEO with its HW; the follower appends the batches as they are and sets its HW to
-min(leader HW, own LEO). When the leader says the epochs diverge (KIP-320 ``diverging_epoch``), the follower
+min(leader HW, own LEO). Every change to the local replica goes through ``Partition`` (append, truncation,
+starting over), as Kafka's fetcher goes through ``Partition.appendRecordsToFollowerOrFutureReplica`` /
+``truncateTo`` / ``truncateFullyAndStartAt``; the fetcher only reads the log's offsets and epochs. When the leader says the epochs diverge (KIP-320 ``diverging_epoch``), the follower
 truncates to the end of that epoch as both logs agree on it (``truncateOnFetchResponse``; KIP-101/KIP-279),
 never blindly to the HW. OFFSET_OUT_OF_RANGE asks the leader's LEO and log start (ListOffsets as a replica) and
 truncates or restarts accordingly. Leadership errors back off until the metadata moves the partition.
@@ -169,9 +171,7 @@ class ReplicaFetcher:
         if p.log.log_end_offset > leo:
             p.truncate_to(leo)
         elif p.log.log_end_offset < start:
-            p.log.truncate_to(p.log.log_start_offset)
-            p.log.delete_records_before(start)
-            p.hw = start
+            p.truncate_fully_and_start_at(start)
 
     async def _leader_offset(self, conn: Connection, p: Partition, ts: int) -> int | None:
         T = ListOffsetsRequest.ListOffsetsTopic

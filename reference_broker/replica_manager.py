@@ -1,10 +1,13 @@
-"""ReplicaManager: the partitions one broker hosts, the delayed operations on them, and their ISR upkeep.
+"""ReplicaManager: the partitions one broker hosts, the reads and delayed operations on them, and their ISR upkeep.
 
 Apache Kafka's ``ReplicaManager`` in small: it applies metadata changes (``applyDelta``: become leader, become
-follower, stop and delete replicas), owns the fetch and produce purgatories (keyed by topic-partition), records
-follower fetches on led partitions, shrinks the ISR of followers that lag more than replica.lag.time.max.ms
-(``maybeShrinkIsr`` on a timer) and expands it when they catch up — both through the controller with
-AlterPartition — and checkpoints the high watermarks (``replication-offset-checkpoint``) so a restart keeps them.
+follower, stop and delete replicas), owns the fetch and produce purgatories (keyed by topic-partition), and is the
+one home of the read path: ``fetch_messages`` (Kafka's ``fetchMessages``) reads every fetched partition through
+``Partition.fetch_records`` (which records a follower's fetch position), decides whether to answer now or park a
+DelayedFetch, and reads again when that completes; the Fetch handler only decodes and encodes. It shrinks the ISR
+of followers that lag more than replica.lag.time.max.ms (``maybeShrinkIsr`` on a timer) and expands it when they
+catch up — both through the controller with AlterPartition — and checkpoints the high watermarks
+(``replication-offset-checkpoint``) so a restart keeps them.
 
 Threading rule: everything runs on the broker's event loop; timers come from the Clock.
 """
@@ -17,6 +20,9 @@ import os
 import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import NamedTuple
+
+from kafka import errors as E
 
 from .clock import Clock, Timer
 from .config import BrokerConfig
@@ -24,14 +30,17 @@ from .faults import Faults
 from .log.base import Log
 from .log.memory import MemoryLog
 from .metadata.image import Delta, MetadataImage, PartitionState
-from .partition import Partition
+from .partition import FetchIsolation, Partition
 from .purgatory import (
     DelayedFetch,
     DelayedProduce,
+    FetchParams,
     FetchPartitionStatus,
+    MinBytes,
     ProducePartitionStatus,
     Purgatory,
 )
+from .record_faults import FETCH_SWITCHES, apply_fetch_switches
 from .topic_config import topic_setting
 
 log = logging.getLogger("reference_broker.replica_manager")
@@ -40,6 +49,19 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 TP = tuple[str, int]
 # (partition, new ISR) -> (error, committed PartitionState or None)
 AlterIsr = Callable[[Partition, list[int]], Awaitable[tuple[int, "PartitionState | None"]]]
+
+
+class LogReadResult(NamedTuple):
+    """One partition of a Fetch answer, ready to encode (Kafka's LogReadResult): records or an error, the offsets
+    to report (-1 with an error, as Kafka's createLogReadResult(e)), or the diverging epoch (KIP-320)."""
+
+    status: FetchPartitionStatus
+    error: int
+    records: bytes = b""
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class ReplicaManager:
@@ -85,13 +107,84 @@ class ReplicaManager:
             self.fetch_purgatory.check(p.tp)
         self.produce_purgatory.check(p.tp)
 
-    async def park_fetch(self, statuses: list[FetchPartitionStatus], min_bytes: int, isolation, is_follower: bool,
-                         max_wait_s: float) -> str:
-        op = DelayedFetch(statuses, self.get, min_bytes, isolation, is_follower,
-                          min_bytes_exclusive=self.faults.on("fetch.min_bytes_exclusive"),
-                          min_bytes_per_partition=self.faults.on("fetch.min_bytes_per_partition"),
-                          min_bytes_uncapped=self.faults.on("fetch.min_bytes_uncapped"))
-        return await self.fetch_purgatory.park(op, max_wait_s)
+    # -- the read path (ReplicaManager.fetchMessages / readFromLocalLog) ---------------------------------------
+
+    async def fetch_messages(self, params: FetchParams) -> list[LogReadResult]:
+        """ReplicaManager.fetchMessages: read every partition now; answer at once when max_wait <= 0, the fetch
+        names no partitions, min_bytes is met, or a partition failed or diverges; else park a DelayedFetch keyed by
+        its partitions and read again when it completes early (Cases A–H) or max_wait passes."""
+        faults = self.faults
+        if faults.on("fetch.read_past_hw") and params.isolation != FetchIsolation.LOG_END:
+            params.isolation = FetchIsolation.LOG_END
+        reads = self.read_from_local_log(params)
+        min_bytes = MinBytes(params.min_bytes, exclusive=faults.on("fetch.min_bytes_exclusive"),
+                             per_partition=faults.on("fetch.min_bytes_per_partition"))
+        readable = 0
+        for r in reads:
+            readable = min_bytes.add(readable, len(r.records))
+        errored = any(r.error or r.diverging_epoch is not None for r in reads)
+        zero_parks = params.max_wait_ms <= 0 and faults.on("fetch.zero_wait_parks")
+        if (params.max_wait_ms <= 0 and not zero_parks) or not params.partitions or min_bytes.met(readable) or \
+                errored or faults.on("fetch.ignore_max_wait"):
+            return reads
+        op = DelayedFetch(params, self.get, min_bytes, min_bytes_uncapped=faults.on("fetch.min_bytes_uncapped"))
+        reason = await self.fetch_purgatory.park(op, 2.0 if zero_parks else params.max_wait_ms / 1000)
+        return self.read_from_local_log(params, expired=reason == "expired")
+
+    def read_from_local_log(self, params: FetchParams, expired: bool = False) -> list[LogReadResult]:
+        """ReplicaManager.readFromLocalLog: partitions in request order with a byte budget that shrinks by what each
+        returned, the first batch whole until some partition returned data (KIP-74). ``expired``: the read a
+        parked fetch makes when max_wait passed (only the fetch.* fault switches care)."""
+        faults = self.faults
+        limit = params.max_bytes
+        min_one = not faults.on("fetch.no_min_one")
+        now_ms = self.clock.monotonic() * 1000
+        out: list[LogReadResult] = []
+        for st in params.partitions:
+            p = self.get(st.topic, st.partition_index) if st.known else None
+            if p is None:
+                out.append(LogReadResult(st, self._missing_partition_error(st)))
+                continue
+            offset = st.fetch_offset
+            if faults.on("fetch.serve_below_log_start") and offset < p.log.log_start_offset:
+                offset = p.log.log_start_offset
+            if expired and not params.is_from_follower and faults.on("fetch.expired_at_leo_oor") and \
+                    offset == p.log.log_end_offset > p.log.log_start_offset:
+                out.append(LogReadResult(st, E.OffsetOutOfRangeError.errno))
+                continue
+            cap = limit if faults.on("fetch.ignore_partition_max_bytes") else min(st.partition_max_bytes, limit)
+            info = p.fetch_records(params.replica_id, offset, st.last_fetched_epoch, st.current_leader_epoch, cap,
+                                   params.isolation, min_one, now_ms)
+            if info.follower_updated:
+                self._maybe_expand_isr(p, params.replica_id)
+            if info.diverging_epoch is not None:
+                out.append(LogReadResult(st, 0, b"", info.high_watermark, info.last_stable_offset,
+                                         info.log_start_offset, info.diverging_epoch))
+                continue
+            if info.error == E.OffsetOutOfRangeError.errno and faults.on("fetch.oor_as_empty") and \
+                    offset > p.log.log_end_offset:
+                out.append(LogReadResult(st, 0, b"", p.hw, p.hw, p.log.log_start_offset))
+                continue
+            if info.error:
+                out.append(LogReadResult(st, info.error))
+                continue
+            records = info.records
+            if not params.is_from_follower and faults.enabled & FETCH_SWITCHES:     # clients suite switches only
+                records = apply_fetch_switches(faults, records, st.fetch_offset, lambda off, p=p, st=st, one=min_one: p.read(
+                    off, st.partition_max_bytes, params.isolation, one, st.current_leader_epoch).records)
+            if records:
+                min_one = False
+                if not faults.on("fetch.max_bytes_per_partition"):
+                    limit = max(0, limit - len(records))
+            out.append(LogReadResult(st, 0, records, info.high_watermark, info.last_stable_offset,
+                                     info.log_start_offset))
+        return out
+
+    def _missing_partition_error(self, st: FetchPartitionStatus) -> int:
+        """No local replica: unknown to the cluster (by id for v13+), else not hosted or not led here."""
+        if not st.known or self.image is None or self.image.partition(st.topic, st.partition_index) is None:
+            return E.UnknownTopicIdError.errno if st.topic_id is not None else E.UnknownTopicOrPartitionError.errno
+        return E.NotLeaderForPartitionError.errno
 
     async def wait_replicated(self, statuses: list[ProducePartitionStatus], timeout_s: float) -> None:
         """acks=all: park until each partition's HW passes its batch (DelayedProduce); fills each status' error."""
@@ -165,9 +258,8 @@ class ReplicaManager:
 
     # -- leader: follower fetches and the ISR ------------------------------------------------------------------
 
-    def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched at ``fetch_offset`` (its LEO): note it, then maybe add it to the ISR."""
-        p.update_follower_fetch(replica_id, fetch_offset, self.clock.monotonic() * 1000)
+    def _maybe_expand_isr(self, p: Partition, replica_id: int) -> None:
+        """A follower's fetch position was just recorded: add it to the ISR if it caught up (maybeExpandIsr)."""
         if (p.isr_expansion_candidate(replica_id) and self._may_join(replica_id)
                 and not self.faults.on("isr.never_expand")):
             self._propose(p, sorted(set(p.isr) | {replica_id}), "expand")
