@@ -30,6 +30,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "produce.acks_all_ok_after_shrink": ("ACKS-ALL-AFTER-APPEND",),
     "replication.truncate_to_hw": ("HW-FAILOVER",),
     "replication.ignore_diverging_epoch": ("TRUNCATE-BY-EPOCH",),
+    "replication.record_diverging_fetch": ("HW-DIVERGING-FOLLOWER",),
     # isr_hw: the HW as clients see it
     "fetch.hw_off_by_one": ("HW-CONSISTENT-VIEWS",),
     "fetch.hw_is_read_end": ("HW-MONOTONIC",),

@@ -129,6 +129,7 @@ class PartitionFetch:
     last_stable_offset: int
     records_bytes: int
     batches: list[Batch] = field(default_factory=list)
+    diverging_epoch: tuple[int, int] | None = None      # (epoch, end offset) when the answer carries one (KIP-320)
 
     @property
     def offsets(self) -> list[int]:
@@ -453,10 +454,12 @@ class Wire:
     # -- fetch -----------------------------------------------------------------------------------------------
     def fetch_request(self, parts: Sequence[tuple[str, int, int]], *, max_wait_ms: int, min_bytes: int,
                       max_bytes: int = 50 << 20, partition_max_bytes: int | Sequence[int] = 1 << 20,
-                      isolation_level: int = 0, replica_id: int = -1, current_leader_epoch: int = -1) -> FetchRequest:
+                      isolation_level: int = 0, replica_id: int = -1, current_leader_epoch: int = -1,
+                      last_fetched_epoch: int = -1) -> FetchRequest:
         """A sessionless Fetch for ``[(topic, partition, offset)]`` (order kept, per-partition max bytes).
         ``current_leader_epoch`` >= 0 makes the broker refuse (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) unless it
-        leads in exactly that epoch (KIP-320)."""
+        leads in exactly that epoch (KIP-320); ``last_fetched_epoch`` >= 0 (v12+) asks the broker to check it against
+        its log (diverging_epoch, KIP-320/KIP-595)."""
         T = FetchRequest.FetchTopic
         pmb = list(partition_max_bytes) if isinstance(partition_max_bytes, Sequence) else (
             [partition_max_bytes] * len(parts))
@@ -464,7 +467,7 @@ class Wire:
         for (topic, p, off), cap in zip(parts, pmb, strict=True):
             fp = T.FetchPartition(partition=p, fetch_offset=off, partition_max_bytes=cap,
                                   current_leader_epoch=current_leader_epoch,
-                                  last_fetched_epoch=-1, log_start_offset=-1)
+                                  last_fetched_epoch=last_fetched_epoch, log_start_offset=-1)
             if topics and topics[-1][0] == topic:
                 topics[-1][1].append(fp)
             else:
@@ -517,9 +520,12 @@ class Wire:
         for t in r.body.responses:
             for p in t.partitions:
                 raw = bytes(p.records) if p.records else b""
+                div = getattr(p, "diverging_epoch", None)
                 parts.append(PartitionFetch(t.topic, p.partition_index, p.error_code, p.high_watermark,
                                             p.log_start_offset, p.last_stable_offset, len(raw),
-                                            decode_batches(raw)))
+                                            decode_batches(raw),
+                                            (div.epoch, div.end_offset) if div is not None
+                                            and (div.epoch >= 0 or div.end_offset >= 0) else None))
         return FetchResult(r.body.error_code, r.rtt_ns / 1e6, parts)
 
     # -- offsets ---------------------------------------------------------------------------------------------

@@ -51,6 +51,9 @@ FAULTS: dict[str, str] = {
                                   "watermark (the pre-KIP-101 rule) — breaks HW-FAILOVER",
     "replication.ignore_diverging_epoch": "followers ignore diverging_epoch and never truncate (Kafka: truncate by "
                                           "leader epoch, KIP-101/KIP-320) — breaks TRUNCATE-BY-EPOCH",
+    "replication.record_diverging_fetch": "the leader records a follower's fetch offset as its position even when "
+                                          "the fetch is answered with a diverging epoch (Kafka: only without one, "
+                                          "Partition.fetchRecords) — breaks HW-DIVERGING-FOLLOWER",
     # clients (conformance/suites/test_clients.py; record rewriting in reference_broker/record_faults.py)
     "fetch.drop_headers": "fetched batches are re-encoded without their record headers (KIP-82) — breaks "
                           "FETCH-RECORDS-AS-PRODUCED",

@@ -108,6 +108,7 @@ class Partition:
         self.fault_hw_is_leader_leo = False      # isr.hw_is_leader_leo fault switch
         self.fault_truncate_to_hw = False        # replication.truncate_to_hw fault switch
         self.fault_latest_is_leo = False    # True only under the list_offsets.latest_is_leo fault switch
+        self.fault_record_diverging = False     # replication.record_diverging_fetch fault switch
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -342,21 +343,39 @@ class Partition:
         return E.UnknownLeaderEpochError.errno
 
     def fetch_records(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int, current_leader_epoch: int,
-                      max_bytes: int, isolation: FetchIsolation, min_one: bool, now_ms: float) -> ReadInfo:
-        """Kafka's Partition.fetchRecords: the leader's read for one fetched partition. A follower's read (replica
-        id >= 0) at the current epoch first records its fetch offset as its LEO (updateFollowerFetchState) and
-        gets the diverging epoch instead of records when its last fetched epoch disagrees with this log (KIP-320).
-        The caller (ReplicaManager) decides about the ISR when ``follower_updated``."""
-        updated = False
-        if replica_id >= 0 and self.is_leader and not self.check_leader_epoch(current_leader_epoch):
-            if replica_id in self.replicas and 0 <= fetch_offset <= self.log.log_end_offset:
+                      max_bytes: int, isolation: FetchIsolation, min_one: bool, now_ms: float,
+                      update_fetch_state: bool = True) -> ReadInfo:
+        """Kafka's Partition.fetchRecords: the leader's read for one fetched partition. A follower (replica id >= 0)
+        must be a replica of this partition; its last fetched epoch is checked against this log first, and a
+        diverging one is answered with the diverging epoch instead of records (KIP-320). Only a follower read that
+        succeeded without a diverging epoch records its fetch offset as its LEO (``updateFetchState &&
+        !divergingEpoch.isPresent``); the read a completed DelayedFetch makes does not (``update_fetch_state``
+        False: Kafka's readFromPurgatory). The caller decides about the ISR when ``follower_updated``."""
+        if self.deleted:
+            return ReadInfo(E.UnknownTopicOrPartitionError.errno)
+        err = self.check_leader_epoch(current_leader_epoch)
+        if err:
+            return ReadInfo(err)
+        if not self.is_leader:
+            return ReadInfo(E.NotLeaderForPartitionError.errno)
+        if replica_id < 0:
+            return self.read(fetch_offset, max_bytes, isolation, min_one, current_leader_epoch)
+        if replica_id not in self.replicas or replica_id == self.node_id:
+            # followerReplicaOrThrow: not a replica in this epoch (yet); the follower retries.
+            return ReadInfo(E.UnknownLeaderEpochError.errno if current_leader_epoch >= 0
+                            else E.NotLeaderForPartitionError.errno)
+        div = self.diverging_epoch(fetch_offset, last_fetched_epoch)
+        if div is not None:
+            recorded = (self.fault_record_diverging and update_fetch_state
+                        and 0 <= fetch_offset <= self.log.log_end_offset)
+            if recorded:
                 self.update_follower_fetch(replica_id, fetch_offset, now_ms)
-                updated = True
-            div = self.diverging_epoch(fetch_offset, last_fetched_epoch)
-            if div is not None:
-                return ReadInfo(E.NoError.errno, b"", self.hw, self.log.log_start_offset, self.hw, div, updated)
-        return self.read(fetch_offset, max_bytes, isolation, min_one, current_leader_epoch)._replace(
-            follower_updated=updated)
+            return ReadInfo(E.NoError.errno, b"", self.hw, self.log.log_start_offset, self.hw, div, recorded)
+        info = self.read(fetch_offset, max_bytes, isolation, min_one, current_leader_epoch)
+        if info.error or not update_fetch_state:
+            return info
+        self.update_follower_fetch(replica_id, fetch_offset, now_ms)
+        return info._replace(follower_updated=True)
 
     def read(self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation, min_one: bool,
              current_leader_epoch: int = -1) -> ReadInfo:

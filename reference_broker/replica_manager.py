@@ -129,12 +129,14 @@ class ReplicaManager:
             return reads
         op = DelayedFetch(params, self.get, min_bytes, min_bytes_uncapped=faults.on("fetch.min_bytes_uncapped"))
         reason = await self.fetch_purgatory.park(op, 2.0 if zero_parks else params.max_wait_ms / 1000)
-        return self.read_from_local_log(params, expired=reason == "expired")
+        return self.read_from_local_log(params, from_purgatory=True, expired=reason == "expired")
 
-    def read_from_local_log(self, params: FetchParams, expired: bool = False) -> list[LogReadResult]:
+    def read_from_local_log(self, params: FetchParams, from_purgatory: bool = False,
+                            expired: bool = False) -> list[LogReadResult]:
         """ReplicaManager.readFromLocalLog: partitions in request order with a byte budget that shrinks by what each
-        returned, the first batch whole until some partition returned data (KIP-74). ``expired``: the read a
-        parked fetch makes when max_wait passed (only the fetch.* fault switches care)."""
+        returned, the first batch whole until some partition returned data (KIP-74). ``from_purgatory``: the read
+        of a completed DelayedFetch, which does not record a follower's position again (Kafka's
+        readFromPurgatory); ``expired``: it completed at max_wait (only the fetch.* fault switches care)."""
         faults = self.faults
         limit = params.max_bytes
         min_one = not faults.on("fetch.no_min_one")
@@ -154,7 +156,7 @@ class ReplicaManager:
                 continue
             cap = limit if faults.on("fetch.ignore_partition_max_bytes") else min(st.partition_max_bytes, limit)
             info = p.fetch_records(params.replica_id, offset, st.last_fetched_epoch, st.current_leader_epoch, cap,
-                                   params.isolation, min_one, now_ms)
+                                   params.isolation, min_one, now_ms, update_fetch_state=not from_purgatory)
             if info.follower_updated:
                 self._maybe_expand_isr(p, params.replica_id)
             if info.diverging_epoch is not None:
@@ -238,6 +240,7 @@ class ReplicaManager:
                 p.fault_hw_is_leader_leo = self.faults.on("isr.hw_is_leader_leo")
                 p.fault_truncate_to_hw = self.faults.on("replication.truncate_to_hw")
                 p.fault_latest_is_leo = self.faults.on("list_offsets.latest_is_leo")
+                p.fault_record_diverging = self.faults.on("replication.record_diverging_fetch")
                 self.partitions[(topic, index)] = p
             p.min_isr = topic_setting(t.configs, self.config, "min.insync.replicas")
             was_leader = p.is_leader

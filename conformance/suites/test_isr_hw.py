@@ -77,6 +77,11 @@ rule("TRUNCATE-BY-EPOCH", "after a failover the old leader truncates to the end 
      "records below the HW", "KIP-101; KIP-279; kafka.server.AbstractFetcherThread.truncateToEpochEndOffsets; "
      "OffsetForLeaderEpoch (end offset of an epoch = start offset of the next)", SUITE)
 
+rule("HW-DIVERGING-FOLLOWER", "a follower Fetch answered with a diverging epoch (KIP-320) is not that follower's "
+     "position: it does not move the high watermark over records the follower has not fetched",
+     "kafka.cluster.Partition.fetchRecords (updateFollowerFetchState only when updateFetchState && "
+     "!divergingEpoch.isPresent); Partition.readRecords (diverging when the epoch's end offset < fetch offset)", SUITE)
+
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -473,3 +478,65 @@ async def test_old_leader_truncates_by_leader_epoch(cluster: Cluster, evidence: 
     assert got[:len(want)] == want, (
         f"the old leader {old} serves {got}; after truncating by epoch it must hold {want} (its acks=1 "
         f"records b-0, b-1 at {n}.. dropped)")
+
+
+async def new_leader_before_any_write(c: Cluster, topic: str, st: ops.PartitionMeta) -> ops.PartitionMeta:
+    """Move leadership before anything is written: stop the leader until the controller fenced it and elected
+    another (broker.session.timeout.ms), then resume it and wait for a full ISR. The new leader's epoch starts at
+    offset 0, so epoch ``st.leader_epoch`` ends at 0 in its log."""
+    c.pause(st.leader)
+    try:
+        obs = await c.observer({st.leader})
+        st2, _ = await eventually(lambda: state(obs, topic),
+                                  lambda s: s.leader >= 0 and s.leader != st.leader and s.leader_epoch > st.leader_epoch,
+                                  60)
+    finally:
+        c.resume(st.leader)
+    assert st2.leader != st.leader, f"no new leader while {st.leader} was stopped: {st2}"
+    st3, _ = await eventually(lambda: state(obs, topic), lambda s: len(s.isr) == len(s.replicas), 60)
+    assert len(st3.isr) == len(st3.replicas), f"{st.leader} never rejoined the ISR: {st3}"
+    return st3
+
+
+@REPL
+@pytest.mark.rule("HW-DIVERGING-FOLLOWER")
+async def test_diverging_follower_fetch_does_not_move_hw(cluster: Cluster, evidence: Evidence) -> None:
+    """An in-sync follower is stopped while the leader appends with acks=1, so it holds the HW. A Fetch in its name
+    (replica id, as a follower sends it) with last fetched epoch E, which ended at offset 0 on this leader, at the
+    leader's log end is answered with the diverging epoch (E, 0); the HW must stay where the stopped follower
+    holds it."""
+    if await cluster.lag_ms() < 3000:
+        pytest.skip("replica.lag.time.max.ms < 3 s: the stopped follower leaves the ISR before the HW can be read")
+    topic, st0 = await cluster.topic(3)
+    st = await new_leader_before_any_write(cluster, topic, st0)
+    leader = await cluster.to(st.leader)
+    err, base, _ = await ops.produce(leader, topic, 0, [b"x0", b"x1", b"x2"], acks=-1)
+    assert err == NONE and base == 0, f"acks=all on the new leader {st.leader}: error {err}, base {base}"
+    lagging = next(r for r in st.replicas if r != st.leader)
+    cluster.pause(lagging)
+    try:
+        err, base, _ = await ops.produce(leader, topic, 0, [b"y0", b"y1"], acks=1)
+        assert err == NONE and base == 3
+        await asyncio.sleep(0.5)                  # the running follower fetches 3..4; the stopped one stays at 3
+        err, hw_before = await high_watermark(leader, topic)
+        now = await state(leader, topic)
+        if lagging not in now.isr or hw_before != 3:
+            pytest.skip(f"the stopped follower {lagging} does not hold the HW (ISR {now.isr}, HW {hw_before})")
+        r = await leader.fetch([(topic, 0, 5)], max_wait_ms=0, min_bytes=1, replica_id=lagging,
+                               current_leader_epoch=st.leader_epoch, last_fetched_epoch=st0.leader_epoch)
+        part = r.part(topic, 0)
+        evidence.note("diverging_fetch", {"replica_id": lagging, "fetch_offset": 5,
+                                          "last_fetched_epoch": st0.leader_epoch, "error": part.error_code,
+                                          "diverging_epoch": part.diverging_epoch})
+        assert part.error_code == NONE and part.diverging_epoch == (st0.leader_epoch, 0), (
+            f"a follower fetch at 5 with last fetched epoch {st0.leader_epoch} (which ends at 0 on leader "
+            f"{st.leader}) must be answered with diverging epoch ({st0.leader_epoch}, 0): error {part.error_code}, "
+            f"diverging {part.diverging_epoch}")
+        await asyncio.sleep(0.3)
+        err, hw = await high_watermark(leader, topic)
+        evidence.note("hw", {"before": hw_before, "after": hw, "isr": now.isr, "stopped": lagging})
+        assert err == NONE and hw == hw_before, (
+            f"a diverging fetch in follower {lagging}'s name at offset 5 moved the HW from {hw_before} to {hw}: "
+            f"the leader took it as the follower's position, over records {hw_before}..4 it never fetched")
+    finally:
+        cluster.resume(lagging)

@@ -21,9 +21,12 @@ Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``): thi
   into ReplicaState (KIP-903). v16 node endpoints (KIP-951) are sent empty (clients refresh metadata instead).
 - Only the leader serves reads (no KIP-392 follower fetching): elsewhere NOT_LEADER_OR_FOLLOWER; with that error and
   FENCED/UNKNOWN_LEADER_EPOCH, v12+ answers carry the current leader and its epoch (``current_leader``).
-- Followers (replica_id >= 0) read to the LEO; their fetch offset is recorded as their LEO, which moves the HW and
-  the ISR (Partition.updateFollowerFetchState); v12+ answers diverging_epoch when their last fetched epoch does not
-  match the leader's log (KIP-320), completing a parked fetch at once (DelayedFetch Case H).
+- Followers (replica_id >= 0) read to the LEO; v12+ answers diverging_epoch instead of records when their last
+  fetched epoch does not match the leader's log (KIP-320), completing a parked fetch at once (DelayedFetch Case H).
+  A follower's successful, non-diverging read records its fetch offset as its LEO, which moves the HW and the ISR
+  (Partition.fetchRecords: updateFetchState && !divergingEpoch; not again for the read of a completed parked
+  fetch). A replica id that is not a follower of the partition gets UNKNOWN_LEADER_EPOCH (with a current leader
+  epoch) or NOT_LEADER_OR_FOLLOWER (Partition.followerReplicaOrThrow).
 - KIP-320 leader epoch checks: an older current_leader_epoch is FENCED_LEADER_EPOCH, a newer one
   UNKNOWN_LEADER_EPOCH.
 """

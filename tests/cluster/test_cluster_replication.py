@@ -1,0 +1,116 @@
+"""Replication liveness and safety on the reference cluster (issue 18), with real processes and real clients.
+
+- A follower whose last leader epoch was one in which nothing was written (it led, then lost leadership before any
+  write) truncates that epoch's cache entry away and catches up; acks=all keeps working with a full ISR
+  (Kafka: UnifiedLog.truncateTo always truncates the epoch cache from the end).
+- The leader records a follower's fetch position only when its fetch does not diverge (Partition.fetchRecords:
+  updateFetchState && !divergingEpoch), so a diverging replica cannot move the HW over records it lacks.
+- A follower that comes back behind the leader's log start (after DeleteRecords) truncates fully, starts at the
+  leader's log start and rejoins the ISR (AbstractFetcherThread.fetchOffsetAndTruncate, truncateFullyAndStartAt).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from confluent_kafka import Producer
+from kafka.protocol.consumer import FetchRequest
+from kct_cluster_helpers import create_topic, partition_state, wait_for
+
+from reference_broker.client.protocol import Connection
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], acks: str = "all", timeout_ms: int = 10_000) -> list:
+    """Send ``values`` to partition 0; returns the delivery errors (empty: all acknowledged)."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "message.timeout.ms": timeout_ms})
+    errors: list = []
+
+    def done(err, _msg) -> None:
+        if err is not None:
+            errors.append(err)
+    for v in values:
+        p.produce(topic, value=v, partition=0, on_delivery=done)
+    left = p.flush(timeout_ms / 1000 + 5)
+    return errors + ([f"{left} not delivered"] if left else [])
+
+
+async def _call(port: int, req, version: int):
+    async with await Connection.connect("127.0.0.1", port, timeout=5) as c:
+        return (await c.request(req, version, timeout=10)).body
+
+
+def replica_fetch(topic: str, replica_id: int, fetch_offset: int, last_fetched_epoch: int, leader_epoch: int,
+                  max_wait_ms: int = 0) -> FetchRequest:
+    """A Fetch v12 as follower ``replica_id`` sends it (what ReplicaFetcherThread sends)."""
+    T = FetchRequest.FetchTopic
+    return FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+                        isolation_level=0, session_id=0, session_epoch=-1, topics=[T(topic=topic, partitions=[
+                            T.FetchPartition(partition=0, current_leader_epoch=leader_epoch,
+                                             fetch_offset=fetch_offset, last_fetched_epoch=last_fetched_epoch,
+                                             log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                        forgotten_topics_data=[], rack_id="")
+
+
+def consumer_hw(cluster, node: int, topic: str) -> int:
+    """The HW the leader ``node`` reports to a consumer (a Fetch at offset 0 that answers at once)."""
+    T = FetchRequest.FetchTopic
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1, isolation_level=0, session_id=0,
+                       session_epoch=-1, topics=[T(topic=topic, partitions=[T.FetchPartition(
+                           partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                           log_start_offset=-1, partition_max_bytes=1)])], forgotten_topics_data=[], rack_id="")
+    pd = asyncio.run(_call(cluster.ports[node], req, 12)).responses[0].partitions[0]
+    assert pd.error_code == 0, pd
+    return pd.high_watermark
+
+
+def move_leadership(cluster, topic: str, how: str) -> tuple[int, int]:
+    """End the current leader's epoch: ``pause`` it until the controller fenced it and elected another leader, then
+    resume it; or ``kill`` it and restart it. Returns (old leader, new leader) once the old one is back in the ISR."""
+    old, _, _ = partition_state(cluster.bootstrap, topic)
+    # Probe through the other brokers: a Metadata request sent to a stopped broker waits out its timeout.
+    others = ",".join(f"127.0.0.1:{cluster.ports[b]}" for b in cluster.broker_ids if b != old)
+    (getattr(cluster, how))(old)
+    try:
+        (new, _, _), _ = wait_for(lambda: partition_state(others, topic),
+                                  lambda s: s[0] >= 0 and s[0] != old, 30, f"a new leader after {how} {old}")
+    finally:
+        if how == "pause":
+            cluster.resume(old)
+        else:
+            cluster.restart(old)
+    return old, new
+
+
+
+
+def test_diverging_follower_fetch_does_not_move_the_hw(make_cluster) -> None:
+    """Issue 18 item 2. An in-sync follower is stopped while the leader appends with acks=1, so it holds the HW.
+    A fetch in its name that diverges (last fetched epoch 0, which ended at offset 0 on this leader, at the
+    leader's log end) is answered with the diverging epoch and must not be taken as its position: Kafka records a
+    follower's fetch state only without a diverging epoch (Partition.fetchRecords). Before the fix the HW jumped
+    over two records the follower does not have."""
+    cluster = make_cluster()
+    topic = "diverging"
+    create_topic(cluster.bootstrap, topic, 1, 3)
+    _old, leader = move_leadership(cluster, topic, "pause")      # epoch 1 starts at 0: epoch 0 ends at 0 here
+    wait_for(lambda: partition_state(cluster.bootstrap, topic), lambda s: s[2] == [0, 1, 2], 30, "a full ISR")
+    assert produce(cluster.bootstrap, topic, [b"x0", b"x1", b"x2"]) == []
+    _, replicas, _ = partition_state(cluster.bootstrap, topic)
+    lagging = next(r for r in replicas if r != leader)
+    cluster.pause(lagging)
+    try:
+        assert produce(f"127.0.0.1:{cluster.ports[leader]}", topic, [b"y0", b"y1"], acks="1") == []
+        time.sleep(0.5)            # the running follower fetches 3..4; the stopped one stays at 3
+        assert consumer_hw(cluster, leader, topic) == 3, "the stopped in-sync follower holds the HW at 3"
+        r = asyncio.run(_call(cluster.ports[leader], replica_fetch(topic, lagging, 5, 0, -1), 12))
+        pd = r.responses[0].partitions[0]
+        assert pd.error_code == 0 and pd.diverging_epoch is not None, pd
+        assert (pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset) == (0, 0), pd.diverging_epoch
+        time.sleep(0.3)
+        hw = consumer_hw(cluster, leader, topic)
+        assert hw == 3, (f"a diverging fetch in follower {lagging}'s name at offset 5 moved the HW to {hw}: the "
+                         "leader took it as the follower's position, over records 3..4 it never fetched")
+    finally:
+        cluster.resume(lagging)
+
+
