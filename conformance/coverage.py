@@ -31,6 +31,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "replication.truncate_to_hw": ("HW-FAILOVER",),
     "replication.ignore_diverging_epoch": ("TRUNCATE-BY-EPOCH",),
     "replication.record_diverging_fetch": ("HW-DIVERGING-FOLLOWER",),
+    "replication.keep_epoch_at_log_end": ("ISR-REJOIN-AFTER-EMPTY-EPOCH",),
     # isr_hw: the HW as clients see it
     "fetch.hw_off_by_one": ("HW-CONSISTENT-VIEWS",),
     "fetch.hw_is_read_end": ("HW-MONOTONIC",),

@@ -54,6 +54,10 @@ FAULTS: dict[str, str] = {
     "replication.record_diverging_fetch": "the leader records a follower's fetch offset as its position even when "
                                           "the fetch is answered with a diverging epoch (Kafka: only without one, "
                                           "Partition.fetchRecords) — breaks HW-DIVERGING-FOLLOWER",
+    "replication.keep_epoch_at_log_end": "a follower's truncation at its log end keeps the epoch-cache entry there "
+                                         "(an epoch it led without writing), so its fetches diverge forever "
+                                         "(Kafka: UnifiedLog.truncateTo always truncates the cache from the end) — "
+                                         "breaks ISR-REJOIN-AFTER-EMPTY-EPOCH",
     # clients (conformance/suites/test_clients.py; record rewriting in reference_broker/record_faults.py)
     "fetch.drop_headers": "fetched batches are re-encoded without their record headers (KIP-82) — breaks "
                           "FETCH-RECORDS-AS-PRODUCED",

@@ -109,6 +109,7 @@ class Partition:
         self.fault_truncate_to_hw = False        # replication.truncate_to_hw fault switch
         self.fault_latest_is_leo = False    # True only under the list_offsets.latest_is_leo fault switch
         self.fault_record_diverging = False     # replication.record_diverging_fetch fault switch
+        self.fault_keep_epoch_at_end = False    # replication.keep_epoch_at_log_end fault switch
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -277,12 +278,16 @@ class Partition:
                                   h.base_offset + h.last_offset_delta))
 
     def truncate_to(self, offset: int) -> None:
-        """Drop everything at or after ``offset`` (truncation by leader epoch, KIP-101/KIP-279)."""
+        """Drop everything at or after ``offset`` (truncation by leader epoch, KIP-101/KIP-279). Always through
+        the log, as Kafka's Partition.truncateTo: at or past the LEO the log still drops an epoch-cache entry at
+        its end."""
         if offset < self.log.log_end_offset:
             self.log.truncate_to(offset)
             self.hw = min(self.hw, offset)
             self.producers.clear()
             self._changed()
+        elif not self.fault_keep_epoch_at_end:
+            self.log.truncate_to(offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The follower's log ends below the leader's log start: start over at ``offset``."""

@@ -241,6 +241,7 @@ class ReplicaManager:
                 p.fault_truncate_to_hw = self.faults.on("replication.truncate_to_hw")
                 p.fault_latest_is_leo = self.faults.on("list_offsets.latest_is_leo")
                 p.fault_record_diverging = self.faults.on("replication.record_diverging_fetch")
+                p.fault_keep_epoch_at_end = self.faults.on("replication.keep_epoch_at_log_end")
                 self.partitions[(topic, index)] = p
             p.min_isr = topic_setting(t.configs, self.config, "min.insync.replicas")
             was_leader = p.is_leader

@@ -82,6 +82,12 @@ rule("HW-DIVERGING-FOLLOWER", "a follower Fetch answered with a diverging epoch 
      "kafka.cluster.Partition.fetchRecords (updateFollowerFetchState only when updateFetchState && "
      "!divergingEpoch.isPresent); Partition.readRecords (diverging when the epoch's end offset < fetch offset)", SUITE)
 
+rule("ISR-REJOIN-AFTER-EMPTY-EPOCH", "a replica that led an epoch in which nothing was written and lost it comes "
+     "back as a follower, replicates and rejoins the ISR; acks=all keeps being acknowledged with the full ISR",
+     "kafka.log.UnifiedLog.truncateTo (at or past the log end the leader-epoch cache is still truncated from the "
+     "end: 'a conflicting epoch entry at the end of the log'); AbstractFetcherThread.truncateOnFetchResponse",
+     SUITE)
+
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -493,7 +499,7 @@ async def new_leader_before_any_write(c: Cluster, topic: str, st: ops.PartitionM
     finally:
         c.resume(st.leader)
     assert st2.leader != st.leader, f"no new leader while {st.leader} was stopped: {st2}"
-    st3, _ = await eventually(lambda: state(obs, topic), lambda s: len(s.isr) == len(s.replicas), 60)
+    st3, _ = await eventually(lambda: state(obs, topic), lambda s: len(s.isr) == len(s.replicas), 30)
     assert len(st3.isr) == len(st3.replicas), f"{st.leader} never rejoined the ISR: {st3}"
     return st3
 
@@ -540,3 +546,29 @@ async def test_diverging_follower_fetch_does_not_move_hw(cluster: Cluster, evide
             f"the leader took it as the follower's position, over records {hw_before}..4 it never fetched")
     finally:
         cluster.resume(lagging)
+
+
+@REPL
+@pytest.mark.rule("ISR-REJOIN-AFTER-EMPTY-EPOCH")
+async def test_replica_rejoins_after_leading_an_empty_epoch(cluster: Cluster, evidence: Evidence) -> None:
+    """Records, then two leaders in a row lose leadership before any write in their epoch (each stopped until the
+    controller fenced it and elected another, then resumed). The second comes back as a follower whose last epoch
+    the new leader never had; it must truncate that epoch away, rejoin the ISR and replicate: acks=all records
+    written afterwards are acknowledged with the full ISR."""
+    topic, st0 = await cluster.topic(3, {"min.insync.replicas": "2"})
+    leader = await cluster.to(st0.leader)
+    err, _, _ = await ops.produce(leader, topic, 0, [f"a{i}".encode() for i in range(10)], acks=-1)
+    assert err == NONE
+    st1 = await new_leader_before_any_write(cluster, topic, st0)
+    st2 = await new_leader_before_any_write(cluster, topic, st1)        # st1.leader led epoch st1 with no write
+    evidence.note("leaders", {"epochs": [st0.leader_epoch, st1.leader_epoch, st2.leader_epoch],
+                              "leaders": [st0.leader, st1.leader, st2.leader], "isr": st2.isr})
+    new = await cluster.to(st2.leader)
+    err, base, _ = await ops.produce(new, topic, 0, [f"b{i}".encode() for i in range(5)], acks=-1, timeout_ms=15_000)
+    now = await state(new, topic)
+    assert err == NONE and base == 10, (
+        f"acks=all on leader {st2.leader} (epoch {st2.leader_epoch}) with ISR {now.isr} answered error {err}: "
+        f"broker {st1.leader}, which led epoch {st1.leader_epoch} without writing, is in the ISR but does not "
+        "replicate")
+    (_, hw), _ = await eventually(lambda: high_watermark(new, topic), lambda r: r[1] == 15, 10)
+    assert hw == 15 and len(now.isr) == 3, f"HW {hw} (want 15), ISR {now.isr}"

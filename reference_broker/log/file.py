@@ -451,11 +451,10 @@ class FileLog(Log):
         for epoch, base, last_offset in transitions:
             if last_offset >= self._start:
                 self._epochs.assign(epoch, base)
-        # Kafka's LogLoader drops entries at or beyond the LEO: the checkpoint saw data the disk lost. When
-        # nothing was lost since the recovery point, an entry exactly at the LEO is kept (truncateFromStart
-        # puts one there when DeleteRecords empties the log), so a restart does not change the answers.
-        lost = self._end < recovery_point
-        self._epochs.truncate_from_end(self._end if lost else self._end + 1)
+        # Kafka's LogLoader truncates the cache from the LEO (truncateFromEnd(nextOffset)), then from the log
+        # start: entries the disk lost go, and so does an entry exactly at the LEO (an epoch this replica led
+        # without writing, or the one truncateFromStart put there when DeleteRecords emptied the log).
+        self._epochs.truncate_from_end(self._end)
         self._epochs.truncate_from_start(self._start)
         if [tuple(e) for e in self._epochs.entries()] != [tuple(e) for e in epoch_ckpt]:
             self._persist_epochs()
@@ -785,9 +784,13 @@ class FileLog(Log):
 
     def truncate_to(self, offset: int) -> None:
         """Kafka's UnifiedLog.truncateTo: the batch holding ``offset`` and everything after it go; the LEO becomes
-        ``offset``; the log start falls to ``offset`` if above. Below the first segment: start afresh there."""
+        ``offset``; the log start falls to ``offset`` if above. Below the first segment: start afresh there. At or
+        past the LEO no batch goes, but the epoch cache is still truncated from the LEO (Kafka's comment: a replica
+        that led an epoch and lost it before appending keeps a conflicting entry at its log end)."""
         self._check_open()
         if offset >= self._end:
+            if self._epochs.truncate_from_end(self._end):
+                self._persist_epochs()
             return
         if offset < self._segments[0].base:
             self._delete_segments(list(self._segments))

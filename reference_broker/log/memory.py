@@ -125,8 +125,10 @@ class MemoryLog(Log):
 
     def truncate_to(self, offset: int) -> None:
         """Kafka's UnifiedLog.truncateTo: the batch holding ``offset`` and all after it go, the LEO becomes
-        ``offset`` and the log start offset falls to it if it was higher."""
+        ``offset`` and the log start offset falls to it if it was higher. At or past the LEO no batch goes, but the
+        epoch cache is still truncated from the LEO: an entry there is an epoch this replica led without writing."""
         if offset >= self._end:
+            self._epochs.truncate_from_end(self._end)
             return
         i = self._index_of(offset)
         if i < len(self._positions):

@@ -114,3 +114,52 @@ def test_diverging_follower_fetch_does_not_move_the_hw(make_cluster) -> None:
         cluster.resume(lagging)
 
 
+def test_follower_rejoins_after_a_leader_epoch_with_no_writes(make_cluster) -> None:
+    """Issue 18 item 1. Records, then two leaders in a row lose leadership before any write in their epoch (paused
+    past the session timeout, so no restart rebuilds anything): the second comes back with an epoch-cache entry at
+    its log end for an epoch the new leader never had. Kafka truncates it away on the diverging fetch (truncateTo
+    at the log end still truncates the cache); before the fix the follower spun on the diverging epoch: with a lag
+    time longer than the test it stayed in the ISR and acks=all writes timed out."""
+    cluster = make_cluster(**{"replica.lag.time.max.ms": "20000"})
+    topic = "empty-epoch"
+    create_topic(cluster.bootstrap, topic, 1, 3, **{"min.insync.replicas": "2"})
+    assert produce(cluster.bootstrap, topic, [f"a{i}".encode() for i in range(10)]) == []
+    first, second = move_leadership(cluster, topic, "pause")
+    wait_for(lambda: partition_state(cluster.bootstrap, topic), lambda s: s[2] == [0, 1, 2], 30,
+             f"broker {first} back in the ISR")
+    # `second` leads an epoch in which nothing is written; it loses it the same way.
+    again, third = move_leadership(cluster, topic, "pause")
+    assert again == second
+    wait_for(lambda: partition_state(cluster.bootstrap, topic), lambda s: s[2] == [0, 1, 2], 30,
+             f"broker {second} back in the ISR")
+    t0 = time.monotonic()
+    errors = produce(cluster.bootstrap, topic, [f"b{i}".encode() for i in range(5)], timeout_ms=8000)
+    took = time.monotonic() - t0
+    state = partition_state(cluster.bootstrap, topic)
+    assert not errors, (f"acks=all with ISR {state[2]} failed after {took:.1f} s: {errors[:3]}; broker {second} "
+                        "is in the ISR but does not replicate (stuck on its empty epoch)")
+    # Every replica holds the new records: the HW reached the end with the full ISR.
+    leader = state[0]
+    hw, _ = wait_for(lambda: consumer_hw(cluster, leader, topic), lambda h: h == 15, 10, "the HW at 15")
+    assert state[2] == [0, 1, 2] and hw == 15, (state, hw)
+
+def test_follower_rejoins_after_restart_behind_an_empty_epoch(make_cluster) -> None:
+    """Issue 18 item 1, with kill -9 and restart (the symptom as first reported): the restarted leader of an empty
+    epoch loads its epoch cache without the entry at its log end (Kafka's LogLoader truncates the cache from the
+    end on load) and rejoins; acks=all works with the full ISR."""
+    cluster = make_cluster(**{"replica.lag.time.max.ms": "20000"})
+    topic = "empty-epoch-restart"
+    create_topic(cluster.bootstrap, topic, 1, 3, **{"min.insync.replicas": "2"})
+    assert produce(cluster.bootstrap, topic, [f"a{i}".encode() for i in range(10)]) == []
+    first, second = move_leadership(cluster, topic, "kill")
+    wait_for(lambda: partition_state(cluster.bootstrap, topic), lambda s: s[2] == [0, 1, 2], 30,
+             f"broker {first} back in the ISR")
+    again, _third = move_leadership(cluster, topic, "kill")
+    assert again == second
+    wait_for(lambda: partition_state(cluster.bootstrap, topic), lambda s: s[2] == [0, 1, 2], 30,
+             f"broker {second} back in the ISR")
+    errors = produce(cluster.bootstrap, topic, [f"b{i}".encode() for i in range(5)], timeout_ms=8000)
+    state = partition_state(cluster.bootstrap, topic)
+    assert not errors, f"acks=all with ISR {state[2]} failed: {errors[:3]}"
+    hw, _ = wait_for(lambda: consumer_hw(cluster, state[0], topic), lambda h: h == 15, 10, "the HW at 15")
+    assert hw == 15

@@ -365,6 +365,19 @@ def test_leader_epoch_checkpoint_is_kafkas_format_and_rebuilt_if_missing(d: Path
     log.close()
 
 
+def test_reopen_drops_an_epoch_entry_at_the_log_end(d: Path) -> None:
+    """Kafka's LogLoader truncates the epoch cache from the LEO on load: an epoch this replica led without
+    writing (entry at the log end) is gone after a restart, as are entries for data the disk lost."""
+    log = FileLog(d, SMALL)
+    fill(log, 5)                                        # 0-14 in epoch 0
+    log.assign_epoch(3, 15)
+    assert log.epoch_entries() == [EpochEntry(0, 0), EpochEntry(3, 15)]
+    log.close()
+    log = FileLog(d, SMALL)
+    assert log.log_end_offset == 15 and log.epoch_entries() == [EpochEntry(0, 0)]
+    log.close()
+
+
 def test_flush_every_n_messages_moves_the_recovery_point(d: Path) -> None:
     log = FileLog(d, FileLogConfig(flush_interval_messages=6))
     log.append(make_batch(3), 0)

@@ -183,6 +183,20 @@ def test_truncate_to_drops_batches_and_epochs(log: Log) -> None:
     assert log.log_end_offset == 5
 
 
+def test_truncate_at_the_log_end_drops_an_epoch_started_there(log: Log) -> None:
+    """Kafka's UnifiedLog.truncateTo at or past the LEO removes no batch but truncates the epoch cache from the
+    LEO: a replica that led epoch 2 from 4 and lost leadership before writing must not keep answering epoch 2
+    (issue 18 item 1: its fetcher sent last fetched epoch 2 forever)."""
+    fill(log, [2, 2], epoch=1)                          # 0-3 epoch 1
+    log.assign_epoch(2, 4)                              # became leader at 4, wrote nothing
+    assert log.epoch_entries() == [EpochEntry(1, 0), EpochEntry(2, 4)]
+    log.truncate_to(4)                                  # the diverging epoch ends at the log end
+    assert log.log_end_offset == 4 and log.epoch_entries() == [EpochEntry(1, 0)]
+    log.assign_epoch(3, 4)
+    log.truncate_to(9)                                  # past the log end: the same
+    assert log.log_end_offset == 4 and log.epoch_entries() == [EpochEntry(1, 0)]
+
+
 def test_truncate_below_log_start_lowers_it(log: Log) -> None:
     fill(log, [3, 3, 3])
     log.delete_records_before(7)

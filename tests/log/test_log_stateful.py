@@ -71,10 +71,15 @@ class FileLogMatchesMemoryLog(RuleBasedStateMachine):
         self.file.truncate_to(off)
         self.model.truncate_to(off)
 
+    def _reopened(self) -> None:
+        """What a restart does to the model: Kafka's LogLoader truncates the epoch cache from the LEO."""
+        self.model.truncate_to(self.model.log_end_offset)
+
     @rule()
     def restart(self) -> None:
         self.file.close()
         self.file = FileLog(self.dir, CFG)
+        self._reopened()
 
     @rule(data=st.data(), damage=st.sampled_from(["delete", "truncate", "garbage", "forget-recovery-point"]))
     def damage_indexes_and_restart(self, data: st.DataObject, damage: str) -> None:
@@ -94,6 +99,7 @@ class FileLogMatchesMemoryLog(RuleBasedStateMachine):
                 else:
                     p.write_bytes(b"\xee" * (p.stat().st_size or 12))
         self.file = FileLog(self.dir, CFG)
+        self._reopened()
 
     @precondition(lambda self: self.model.log_end_offset > self.model.log_start_offset)
     @rule(data=st.data())
