@@ -58,6 +58,10 @@ FAULTS: dict[str, str] = {
                                          "(an epoch it led without writing), so its fetches diverge forever "
                                          "(Kafka: UnifiedLog.truncateTo always truncates the cache from the end) — "
                                          "breaks ISR-REJOIN-AFTER-EMPTY-EPOCH",
+    "replication.cap_start_at_log_end": "a follower whose log ends below the leader's log start moves its own log "
+                                        "start only up to its log end and sets its HW to the leader's log start, "
+                                        "so it fetches out of range forever (Kafka: truncateFullyAndStartAt the "
+                                        "leader's log start) — breaks ISR-REJOIN-BEHIND-LOG-START",
     # clients (conformance/suites/test_clients.py; record rewriting in reference_broker/record_faults.py)
     "fetch.drop_headers": "fetched batches are re-encoded without their record headers (KIP-82) — breaks "
                           "FETCH-RECORDS-AS-PRODUCED",

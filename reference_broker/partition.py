@@ -110,6 +110,7 @@ class Partition:
         self.fault_latest_is_leo = False    # True only under the list_offsets.latest_is_leo fault switch
         self.fault_record_diverging = False     # replication.record_diverging_fetch fault switch
         self.fault_keep_epoch_at_end = False    # replication.keep_epoch_at_log_end fault switch
+        self.fault_cap_start_at_end = False     # replication.cap_start_at_log_end fault switch
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -253,17 +254,31 @@ class Partition:
 
     def append_as_follower(self, data: bytes, leader_hw: int, leader_log_start: int) -> None:
         """Append the leader's batches as they are; HW = min(leader HW, own LEO) (Partition.appendRecordsToFollower)."""
+        keep_start = -1
         if data:
+            keep_start = self._maybe_start_at_batch(data)
             self.log.append_replica(data)
             self._track_producers(data)
-        if self.log.log_start_offset < leader_log_start <= self.log.log_end_offset:
-            self.log.delete_records_before(leader_log_start)
+        if self.log.log_start_offset < max(leader_log_start, keep_start) <= self.log.log_end_offset:
+            self.log.delete_records_before(max(leader_log_start, keep_start))
         new_hw = min(leader_hw, self.log.log_end_offset)
         moved = new_hw > self.hw
         if moved:
             self.hw = new_hw
         if moved or data:
             self._changed()
+
+    def _maybe_start_at_batch(self, data: bytes) -> int:
+        """An empty log whose start is inside the leader's first batch (DeleteRecords cut the leader's log mid-batch;
+        the leader serves the whole batch) starts at that batch's base instead, keeping its log start (Kafka's
+        doAppendRecordsToFollowerOrFutureReplica on UnexpectedAppendOffsetException: truncateFullyAndStartAt the
+        batch's first offset). Returns the log start to restore after the append, else -1."""
+        start, end = self.log.log_start_offset, self.log.log_end_offset
+        first = next(B.iter_batches(data, strict=False), None)
+        if start == end and first is not None and first[1].base_offset < end < first[1].next_offset:
+            self.log.truncate_fully_and_start_at(first[1].base_offset)
+            return start
+        return -1
 
     def _track_producers(self, data: bytes) -> None:
         """Followers keep idempotent producer state from the batches they replicate (Kafka rebuilds it from the
@@ -290,10 +305,16 @@ class Partition:
             self.log.truncate_to(offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """The follower's log ends below the leader's log start: start over at ``offset``."""
-        self.log.truncate_to(self.log.log_start_offset)
-        self.log.delete_records_before(offset)
+        """The follower's log ends below the leader's log start: everything here is stale, start over empty at
+        ``offset`` with the HW there (Kafka's Partition/UnifiedLog.truncateFullyAndStartAt)."""
+        if self.fault_cap_start_at_end:          # the defect of issue 18 item 3, on purpose
+            self.log.delete_records_before(offset)
+            self.hw = offset
+            return
+        self.log.truncate_fully_and_start_at(offset)
         self.hw = offset
+        self.producers.clear()
+        self._changed()
 
     # -- produce ----------------------------------------------------------------------------------------------
 

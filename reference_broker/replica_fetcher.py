@@ -8,8 +8,10 @@ min(leader HW, own LEO). Every change to the local replica goes through ``Partit
 starting over), as Kafka's fetcher goes through ``Partition.appendRecordsToFollowerOrFutureReplica`` /
 ``truncateTo`` / ``truncateFullyAndStartAt``; the fetcher only reads the log's offsets and epochs. When the leader says the epochs diverge (KIP-320 ``diverging_epoch``), the follower
 truncates to the end of that epoch as both logs agree on it (``truncateOnFetchResponse``; KIP-101/KIP-279),
-never blindly to the HW. OFFSET_OUT_OF_RANGE asks the leader's LEO and log start (ListOffsets as a replica) and
-truncates or restarts accordingly. Leadership errors back off until the metadata moves the partition.
+never blindly to the HW. OFFSET_OUT_OF_RANGE asks the leader's LEO and log start (ListOffsets as a replica):
+a log ending past the leader's is truncated to it, one ending below the leader's log start (DeleteRecords moved
+it while this broker was away) is truncated fully and starts there. Leadership errors, and an out-of-range
+partition the leader cannot place, back off for replica.fetch.backoff.ms.
 
 Threading rule: runs on the broker's event loop; sleeps and backoffs go through the Clock.
 """
@@ -144,7 +146,7 @@ class ReplicaFetcher:
             await self._handle_out_of_range(conn, p)
         else:
             # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC...: wait for the metadata to move
-            self.backoff_until[p.tp] = self.clock.monotonic() + self.config["replica.fetch.backoff.ms"] / 1000
+            self._backoff(p)
 
     def _truncate_on_divergence(self, p: Partition, leader_epoch: int, leader_end: int) -> None:
         """AbstractFetcherThread.truncateOnFetchResponse: truncate to the end of the diverging epoch as both
@@ -161,17 +163,30 @@ class ReplicaFetcher:
         p.truncate_to(max(target, p.log.log_start_offset))
 
     async def _handle_out_of_range(self, conn: Connection, p: Partition) -> None:
-        """AbstractFetcherThread.handleOutOfRangeError: ahead of the leader → truncate to its LEO; behind its log
-        start → start over at its log start."""
+        """AbstractFetcherThread.handleOutOfRangeError / fetchOffsetAndTruncate: ahead of the leader's log end →
+        truncate to it; behind the leader's log start → everything here is stale: truncate fully and start at
+        the leader's log start; otherwise fetch again from the log end. When the leader cannot say, back off."""
         leo = await self._leader_offset(conn, p, LATEST)
-        start = await self._leader_offset(conn, p, EARLIEST)
-        if leo is None or start is None:
-            self.backoff_until[p.tp] = self.clock.monotonic() + self.config["replica.fetch.backoff.ms"] / 1000
+        if leo is None:
+            self._backoff(p)
             return
-        if p.log.log_end_offset > leo:
+        if leo < p.log.log_end_offset:
+            log.info("%s-%d: log end %d past the leader's %d: truncating", p.topic, p.index, p.log.log_end_offset,
+                     leo)
             p.truncate_to(leo)
-        elif p.log.log_end_offset < start:
+            return
+        start = await self._leader_offset(conn, p, EARLIEST)
+        if start is None:
+            self._backoff(p)
+            return
+        if start > p.log.log_end_offset:
+            log.info("%s-%d: log end %d below the leader's log start %d: truncating fully, starting there",
+                     p.topic, p.index, p.log.log_end_offset, start)
             p.truncate_fully_and_start_at(start)
+
+    def _backoff(self, p: Partition) -> None:
+        """Leave the partition out of fetches for replica.fetch.backoff.ms (Kafka's delayPartitions)."""
+        self.backoff_until[p.tp] = self.clock.monotonic() + self.config["replica.fetch.backoff.ms"] / 1000
 
     async def _leader_offset(self, conn: Connection, p: Partition, ts: int) -> int | None:
         T = ListOffsetsRequest.ListOffsetsTopic

@@ -242,6 +242,7 @@ class ReplicaManager:
                 p.fault_latest_is_leo = self.faults.on("list_offsets.latest_is_leo")
                 p.fault_record_diverging = self.faults.on("replication.record_diverging_fetch")
                 p.fault_keep_epoch_at_end = self.faults.on("replication.keep_epoch_at_log_end")
+                p.fault_cap_start_at_end = self.faults.on("replication.cap_start_at_log_end")
                 self.partitions[(topic, index)] = p
             p.min_isr = topic_setting(t.configs, self.config, "min.insync.replicas")
             was_leader = p.is_leader

@@ -88,6 +88,11 @@ rule("ISR-REJOIN-AFTER-EMPTY-EPOCH", "a replica that led an epoch in which nothi
      "end: 'a conflicting epoch entry at the end of the log'); AbstractFetcherThread.truncateOnFetchResponse",
      SUITE)
 
+rule("ISR-REJOIN-BEHIND-LOG-START", "a follower that comes back with a log ending below the leader's log start "
+     "(DeleteRecords moved it while the follower was down) starts over at the leader's log start, catches up and "
+     "rejoins the ISR", "kafka.server.AbstractFetcherThread.fetchOffsetAndTruncate (leaderStartOffset > "
+     "replicaEndOffset → truncateFullyAndStartAt); KIP-107", SUITE)
+
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -572,3 +577,30 @@ async def test_replica_rejoins_after_leading_an_empty_epoch(cluster: Cluster, ev
         "replicate")
     (_, hw), _ = await eventually(lambda: high_watermark(new, topic), lambda r: r[1] == 15, 10)
     assert hw == 15 and len(now.isr) == 3, f"HW {hw} (want 15), ISR {now.isr}"
+
+
+@REPL_KILL
+@pytest.mark.rule("ISR-REJOIN-BEHIND-LOG-START")
+async def test_follower_behind_the_log_start_rejoins(cluster: Cluster, evidence: Evidence) -> None:
+    """A follower is killed; records are written without it and DeleteRecords moves the log start past its log
+    end; restarted, it must rejoin the ISR, and acks=all must keep working with it."""
+    topic, st = await cluster.topic(3, {"min.insync.replicas": "2"})
+    leader = await cluster.to(st.leader)
+    err, _, _ = await ops.produce(leader, topic, 0, [f"a{i}".encode() for i in range(5)], acks=-1)
+    assert err == NONE
+    behind = next(r for r in st.replicas if r != st.leader)
+    await cluster.kill(behind)
+    st2, _ = await eventually(lambda: state(leader, topic), lambda s: behind not in s.isr, 60)
+    assert behind not in st2.isr, f"the killed follower {behind} never left the ISR: {st2}"
+    err, base, _ = await ops.produce(leader, topic, 0, [f"b{i}".encode() for i in range(10)], acks=-1)
+    assert err == NONE and base == 5, f"acks=all with ISR {st2.isr}: error {err}, base {base}"
+    err, low = await leader.delete_records(topic, 0, 12)
+    assert err == NONE and low == 12, f"DeleteRecords to 12: error {err}, low watermark {low}"
+    cluster.restart(behind)
+    st3, waited = await eventually(lambda: state(leader, topic), lambda s: behind in s.isr, 60)
+    evidence.note("rejoin", {"follower": behind, "log_end_when_killed": 5, "leader_log_start": 12,
+                             "isr": st3.isr, "waited_s": round(waited, 1)})
+    assert behind in st3.isr, (f"follower {behind} (log end 5) came back behind the leader's log start 12 and never "
+                               f"rejoined the ISR in {waited:.0f} s: {st3}")
+    err, base, _ = await ops.produce(leader, topic, 0, [b"c0"], acks=-1)
+    assert err == NONE and base == 15, f"acks=all with ISR {st3.isr}: error {err}, base {base}"

@@ -75,6 +75,11 @@ class Log(abc.ABC):
         """Drop every batch at or after ``offset`` (follower truncation). ``offset`` must be a batch boundary."""
 
     @abc.abstractmethod
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every batch and epoch entry; the log starts and ends at ``offset`` (Kafka's
+        UnifiedLog.truncateFullyAndStartAt: a follower whose log ends below the leader's log start)."""
+
+    @abc.abstractmethod
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
         """Earliest offset whose batch max timestamp is >= ``timestamp_ms`` (ListOffsets by time), or None."""
 

@@ -817,6 +817,20 @@ class FileLog(Log):
         self._recovery_point = min(self._recovery_point, offset)
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, [(self._recovery_point,)])
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Kafka's truncateFullyAndStartAt. The log start checkpoint is written first: a crash before the segments
+        are gone leaves a log ending below its checkpointed start, which loading turns into this same state."""
+        self._check_open()
+        self._start = offset
+        self._write_checkpoint(LOG_START_CHECKPOINT, [(offset,)])
+        self._delete_segments(list(self._segments))
+        self._new_active(offset)
+        self._end = offset
+        if self._epochs.clear():
+            self._persist_epochs()
+        self._recovery_point = offset
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, [(self._recovery_point,)])
+
     def _truncate_segment(self, seg: _Segment, pos: int, offset: int) -> None:
         """Kafka's LogSegment.truncateTo: cut the .log at ``pos``, drop index entries at/after ``offset`` and
         recompute the max timestamp from the time index's last entry and the batches after it."""

@@ -138,6 +138,11 @@ class MemoryLog(Log):
         self._start = min(self._start, offset)
         self._epochs.truncate_from_end(offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._bases, self._nexts, self._batches, self._positions, self._max_ts = [], [], [], [], []
+        self._start = self._end = offset
+        self._epochs.clear()
+
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
         for i, ts in enumerate(self._max_ts):
             if ts >= timestamp_ms:

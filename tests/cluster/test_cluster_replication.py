@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from kafka.protocol.consumer import FetchRequest
-from kct_cluster_helpers import create_topic, partition_state, wait_for
+from kafka.record.memory_records import MemoryRecords
+from kct_cluster_helpers import admin, create_topic, partition_state, wait_for
 
 from reference_broker.client.protocol import Connection
+from reference_broker.log.file import FileLog
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], acks: str = "all", timeout_ms: int = 10_000) -> list:
@@ -163,3 +165,42 @@ def test_follower_rejoins_after_restart_behind_an_empty_epoch(make_cluster) -> N
     assert not errors, f"acks=all with ISR {state[2]} failed: {errors[:3]}"
     hw, _ = wait_for(lambda: consumer_hw(cluster, state[0], topic), lambda h: h == 15, 10, "the HW at 15")
     assert hw == 15
+
+
+def test_follower_behind_the_leaders_log_start_rejoins(make_cluster, tmp_path) -> None:
+    """Issue 18 item 3. A follower is down while records are written and DeleteRecords moves the leader's log
+    start past the follower's log end. Back, its fetch is OFFSET_OUT_OF_RANGE; Kafka truncates its log fully and
+    starts at the leader's log start (AbstractFetcherThread.fetchOffsetAndTruncate → truncateFullyAndStartAt),
+    so it catches up and rejoins the ISR with the leader's log start. Before the fix it capped the new start at its
+    own log end, set its HW above its log end and looped on OFFSET_OUT_OF_RANGE, never rejoining."""
+    cluster = make_cluster()
+    topic = "behind"
+    create_topic(cluster.bootstrap, topic, 1, 3, **{"min.insync.replicas": "2"})
+    assert produce(cluster.bootstrap, topic, [f"a{i}".encode() for i in range(5)]) == []
+    leader, replicas, _ = partition_state(cluster.bootstrap, topic)
+    behind = next(r for r in replicas if r != leader)
+    others = ",".join(f"127.0.0.1:{cluster.ports[b]}" for b in cluster.broker_ids if b != behind)
+    cluster.kill(behind)
+    wait_for(lambda: partition_state(others, topic), lambda s: behind not in s[2], 30, f"{behind} out of the ISR")
+    assert produce(others, topic, [f"b{i}".encode() for i in range(10)]) == []       # 5..14 without `behind`
+    a = admin(others)
+    (fut,) = a.delete_records([TopicPartition(topic, 0, 12)]).values()
+    assert fut.result(30).low_watermark == 12, "DeleteRecords: low watermark 12"
+    cluster.restart(behind)
+    (_, _, isr), waited = wait_for(lambda: partition_state(cluster.bootstrap, topic), lambda s: behind in s[2], 20,
+                                   f"broker {behind} (log end 5, leader's log start 12) back in the ISR")
+    assert produce(cluster.bootstrap, topic, [b"c0"]) == [], f"acks=all with ISR {isr}"
+    time.sleep(1.0)                                  # the followers fetch the last HW
+    cluster.stop()
+    log = FileLog(tmp_path / "data" / f"broker-{behind}" / f"{topic}-0")
+    try:
+        start, end = log.log_start_offset, log.log_end_offset
+        data = log.read(start, 1 << 20, end, True).data
+    finally:
+        log.close()
+    records, got = MemoryRecords(data), []
+    while (b := records.next_batch()) is not None:
+        got += [(r.offset, r.value) for r in b if r.offset >= start]
+    assert (start, end) == (12, 16), f"broker {behind}'s log spans {start}..{end}; the leader's is 12..16"
+    assert got == [(12, b"b7"), (13, b"b8"), (14, b"b9"), (15, b"c0")], got
+    print(f"broker {behind} rejoined {waited:.1f} s after its restart")

@@ -378,6 +378,18 @@ def test_reopen_drops_an_epoch_entry_at_the_log_end(d: Path) -> None:
     log.close()
 
 
+def test_truncate_fully_survives_a_restart(d: Path) -> None:
+    log = FileLog(d, SMALL)
+    fill(log, 30)
+    log.truncate_fully_and_start_at(500)
+    assert log.segment_bases() == [500]
+    log.close()
+    log = FileLog(d, SMALL)
+    assert (log.log_start_offset, log.log_end_offset, log.epoch_entries()) == (500, 500, [])
+    assert log.append(make_batch(2), 4).base_offset == 500
+    log.close()
+
+
 def test_flush_every_n_messages_moves_the_recovery_point(d: Path) -> None:
     log = FileLog(d, FileLogConfig(flush_interval_messages=6))
     log.append(make_batch(3), 0)

@@ -197,6 +197,21 @@ def test_truncate_at_the_log_end_drops_an_epoch_started_there(log: Log) -> None:
     assert log.log_end_offset == 4 and log.epoch_entries() == [EpochEntry(1, 0)]
 
 
+def test_truncate_fully_and_start_at_empties_the_log_there(log: Log) -> None:
+    """Kafka's truncateFullyAndStartAt: a follower whose log ends below the leader's log start drops everything
+    and starts at the leader's log start (issue 18 item 3)."""
+    fill(log, [3, 3], epoch=2)                          # 0-5
+    log.truncate_fully_and_start_at(20)
+    assert (log.log_start_offset, log.log_end_offset) == (20, 20)
+    assert log.epoch_entries() == [] and log.max_timestamp() is None and log.offset_for_timestamp(0) is None
+    assert log.read(20, 1 << 20, 20).data == b""
+    data = bytearray(make_batch(2, timestamp=7_000))
+    B.stamp(data, 0, 20, 3)                             # the leader's batch at its log start
+    assert log.append_replica(bytes(data)).base_offset == 20
+    assert log.log_end_offset == 22 and log.epoch_entries() == [EpochEntry(3, 20)]
+    assert [r[0] for r in decode(everything(log).data)] == [20, 21]
+
+
 def test_truncate_below_log_start_lowers_it(log: Log) -> None:
     fill(log, [3, 3, 3])
     log.delete_records_before(7)

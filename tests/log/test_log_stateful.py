@@ -75,6 +75,12 @@ class FileLogMatchesMemoryLog(RuleBasedStateMachine):
         """What a restart does to the model: Kafka's LogLoader truncates the epoch cache from the LEO."""
         self.model.truncate_to(self.model.log_end_offset)
 
+    @rule(gap=st.integers(0, 30))
+    def truncate_fully_and_start_at(self, gap: int) -> None:
+        off = self.model.log_end_offset + gap
+        self.file.truncate_fully_and_start_at(off)
+        self.model.truncate_fully_and_start_at(off)
+
     @rule()
     def restart(self) -> None:
         self.file.close()
