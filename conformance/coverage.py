@@ -33,6 +33,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "replication.record_diverging_fetch": ("HW-DIVERGING-FOLLOWER",),
     "replication.keep_epoch_at_log_end": ("ISR-REJOIN-AFTER-EMPTY-EPOCH",),
     "replication.cap_start_at_log_end": ("ISR-REJOIN-BEHIND-LOG-START",),
+    "fetch.last_fetched_epoch_unchecked": ("FETCH-LAST-FETCHED-EPOCH",),
     # isr_hw: the HW as clients see it
     "fetch.hw_off_by_one": ("HW-CONSISTENT-VIEWS",),
     "fetch.hw_is_read_end": ("HW-MONOTONIC",),

@@ -62,6 +62,10 @@ FAULTS: dict[str, str] = {
                                         "start only up to its log end and sets its HW to the leader's log start, "
                                         "so it fetches out of range forever (Kafka: truncateFullyAndStartAt the "
                                         "leader's log start) — breaks ISR-REJOIN-BEHIND-LOG-START",
+    "fetch.last_fetched_epoch_unchecked": "a consumer Fetch's last_fetched_epoch is ignored and a follower's that "
+                                          "the leader cannot place gets diverging epoch (-1, -1) (Kafka: checked "
+                                          "for every fetch, UNDEFINED → OFFSET_OUT_OF_RANGE, Partition.readRecords) "
+                                          "— breaks FETCH-LAST-FETCHED-EPOCH",
     # clients (conformance/suites/test_clients.py; record rewriting in reference_broker/record_faults.py)
     "fetch.drop_headers": "fetched batches are re-encoded without their record headers (KIP-82) — breaks "
                           "FETCH-RECORDS-AS-PRODUCED",

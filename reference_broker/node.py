@@ -263,6 +263,8 @@ class BrokerNode:
             T(topic_id=p.topic_id, partitions=[T.PartitionData(partition_index=p.index, leader_epoch=p.leader_epoch,
                                                                new_isr=new_isr, partition_epoch=p.partition_epoch)])])
         resp = await self._links["alter"].request(req, 0, timeout=10.0)
+        if resp.error_code:                    # STALE_BROKER_EPOCH answers the whole request, with no topics
+            return resp.error_code, None
         pd = resp.topics[0].partitions[0]
         if pd.error_code:
             return pd.error_code, None

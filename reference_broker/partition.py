@@ -111,6 +111,7 @@ class Partition:
         self.fault_record_diverging = False     # replication.record_diverging_fetch fault switch
         self.fault_keep_epoch_at_end = False    # replication.keep_epoch_at_log_end fault switch
         self.fault_cap_start_at_end = False     # replication.cap_start_at_log_end fault switch
+        self.fault_unchecked_epoch = False      # fetch.last_fetched_epoch_unchecked fault switch
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -135,11 +136,15 @@ class Partition:
         return self.hw  # no transactions: the last stable offset equals the HW
 
     def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
-        """(epoch, end offset) when a follower's last fetched epoch disagrees with our log (KIP-320/KIP-595)."""
+        """(epoch, end offset) when a fetch's last fetched epoch disagrees with our log (KIP-320/KIP-595): the
+        largest epoch we know <= it ended before the fetch offset, or is older. (-1, -1) when we cannot place it
+        (above every epoch we know: Kafka's UNDEFINED epoch end offset), which a fetch answers OFFSET_OUT_OF_RANGE."""
         if last_fetched_epoch < 0:
             return None
         epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
-        if epoch != last_fetched_epoch or end < fetch_offset:
+        if epoch < 0 or end < 0:
+            return (-1, -1)
+        if epoch < last_fetched_epoch or end < fetch_offset:
             return (epoch, end)
         return None
 
@@ -253,7 +258,8 @@ class Partition:
     # -- follower ---------------------------------------------------------------------------------------------
 
     def append_as_follower(self, data: bytes, leader_hw: int, leader_log_start: int) -> None:
-        """Append the leader's batches as they are; HW = min(leader HW, own LEO) (Partition.appendRecordsToFollower)."""
+        """Append the leader's batches as they are (Partition.appendRecordsToFollowerOrFutureReplica); then HW =
+        min(leader HW, own LEO), up or down (ReplicaFetcherThread.processPartitionData)."""
         keep_start = -1
         if data:
             keep_start = self._maybe_start_at_batch(data)
@@ -261,8 +267,10 @@ class Partition:
             self._track_producers(data)
         if self.log.log_start_offset < max(leader_log_start, keep_start) <= self.log.log_end_offset:
             self.log.delete_records_before(max(leader_log_start, keep_start))
-        new_hw = min(leader_hw, self.log.log_end_offset)
-        moved = new_hw > self.hw
+        # UnifiedLog.maybeUpdateHighWatermark: the leader's HW within [log start, LEO], even when that is lower
+        # than ours (a new leader's HW may lag the old one's).
+        new_hw = max(min(leader_hw, self.log.log_end_offset), self.log.log_start_offset)
+        moved = new_hw != self.hw
         if moved:
             self.hw = new_hw
         if moved or data:
@@ -372,8 +380,10 @@ class Partition:
                       max_bytes: int, isolation: FetchIsolation, min_one: bool, now_ms: float,
                       update_fetch_state: bool = True) -> ReadInfo:
         """Kafka's Partition.fetchRecords: the leader's read for one fetched partition. A follower (replica id >= 0)
-        must be a replica of this partition; its last fetched epoch is checked against this log first, and a
-        diverging one is answered with the diverging epoch instead of records (KIP-320). Only a follower read that
+        must be a replica of this partition. A last fetched epoch (v12+, from a consumer or a follower) is checked
+        against this log first (readRecords): one this log cannot place (above every epoch it knows) is
+        OFFSET_OUT_OF_RANGE, as is a fetch below the log start; a diverging one is answered with the diverging
+        epoch instead of records (KIP-320). Only a follower read that
         succeeded without a diverging epoch records its fetch offset as its LEO (``updateFetchState &&
         !divergingEpoch.isPresent``); the read a completed DelayedFetch makes does not (``update_fetch_state``
         False: Kafka's readFromPurgatory). The caller decides about the ISR when ``follower_updated``."""
@@ -384,21 +394,25 @@ class Partition:
             return ReadInfo(err)
         if not self.is_leader:
             return ReadInfo(E.NotLeaderForPartitionError.errno)
-        if replica_id < 0:
-            return self.read(fetch_offset, max_bytes, isolation, min_one, current_leader_epoch)
-        if replica_id not in self.replicas or replica_id == self.node_id:
+        if replica_id >= 0 and (replica_id not in self.replicas or replica_id == self.node_id):
             # followerReplicaOrThrow: not a replica in this epoch (yet); the follower retries.
             return ReadInfo(E.UnknownLeaderEpochError.errno if current_leader_epoch >= 0
                             else E.NotLeaderForPartitionError.errno)
-        div = self.diverging_epoch(fetch_offset, last_fetched_epoch)
+        # readRecords: a last fetched epoch (v12+, consumers and followers alike) is checked before reading.
+        div = None
+        if last_fetched_epoch >= 0 and not (replica_id < 0 and self.fault_unchecked_epoch):
+            div = self.diverging_epoch(fetch_offset, last_fetched_epoch)
+            if not self.fault_unchecked_epoch and (div == (-1, -1) or fetch_offset < self.log.log_start_offset):
+                # an epoch this log cannot place (UNDEFINED end offset), or an offset below the log start
+                return ReadInfo(E.OffsetOutOfRangeError.errno)
         if div is not None:
-            recorded = (self.fault_record_diverging and update_fetch_state
+            recorded = (replica_id >= 0 and self.fault_record_diverging and update_fetch_state
                         and 0 <= fetch_offset <= self.log.log_end_offset)
             if recorded:
                 self.update_follower_fetch(replica_id, fetch_offset, now_ms)
             return ReadInfo(E.NoError.errno, b"", self.hw, self.log.log_start_offset, self.hw, div, recorded)
         info = self.read(fetch_offset, max_bytes, isolation, min_one, current_leader_epoch)
-        if info.error or not update_fetch_state:
+        if replica_id < 0 or info.error or not update_fetch_state:
             return info
         self.update_follower_fetch(replica_id, fetch_offset, now_ms)
         return info._replace(follower_updated=True)

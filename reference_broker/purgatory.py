@@ -184,8 +184,8 @@ class DelayedFetch(DelayedOperation):
                 if not self.min_bytes_uncapped:
                     got = min(got, st.partition_max_bytes)
                 accumulated = self.min_bytes.add(accumulated, got)
-            if self.params.is_from_follower and \
-                    p.diverging_epoch(st.fetch_offset, st.last_fetched_epoch) is not None:
+            if p.diverging_epoch(st.fetch_offset, st.last_fetched_epoch) is not None:
+                # Case H: the log changed under a fetch's last fetched epoch (or it can no longer be placed)
                 return self.force_complete("Case H: diverging epoch")
         if self.min_bytes.met(accumulated):
             return self.force_complete(f"Case G: {accumulated} bytes >= min_bytes {self.min_bytes.min_bytes}")

@@ -165,8 +165,14 @@ class ReplicaFetcher:
     async def _handle_out_of_range(self, conn: Connection, p: Partition) -> None:
         """AbstractFetcherThread.handleOutOfRangeError / fetchOffsetAndTruncate: ahead of the leader's log end →
         truncate to it; behind the leader's log start → everything here is stale: truncate fully and start at
-        the leader's log start; otherwise fetch again from the log end. When the leader cannot say, back off."""
+        the leader's log start; otherwise fetch again from the log end. When the leader cannot say, back off.
+        The answers take two round trips: if meanwhile the metadata moved the partition (this replica leads now,
+        follows another leader or epoch, or the partition is gone), its log is left alone — Kafka's fetcher only
+        truncates a partition it still fetches in the same state."""
+        epoch = p.leader_epoch
         leo = await self._leader_offset(conn, p, LATEST)
+        if not self._still_fetching(p, epoch):
+            return
         if leo is None:
             self._backoff(p)
             return
@@ -176,6 +182,8 @@ class ReplicaFetcher:
             p.truncate_to(leo)
             return
         start = await self._leader_offset(conn, p, EARLIEST)
+        if not self._still_fetching(p, epoch):
+            return
         if start is None:
             self._backoff(p)
             return
@@ -183,6 +191,14 @@ class ReplicaFetcher:
             log.info("%s-%d: log end %d below the leader's log start %d: truncating fully, starting there",
                      p.topic, p.index, p.log.log_end_offset, start)
             p.truncate_fully_and_start_at(start)
+        else:
+            # Nothing to truncate, so the next fetch would be the same one: wait a backoff before it (Kafka fetches
+            # again at once; here a replica the leader cannot place, e.g. by its last fetched epoch, would spin).
+            self._backoff(p)
+
+    def _still_fetching(self, p: Partition, epoch: int) -> bool:
+        """The partition is still one this fetcher fetches, at the leader epoch it had."""
+        return not p.deleted and not p.is_leader and p.leader_id == self.leader_id and p.leader_epoch == epoch
 
     def _backoff(self, p: Partition) -> None:
         """Leave the partition out of fetches for replica.fetch.backoff.ms (Kafka's delayPartitions)."""

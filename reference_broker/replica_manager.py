@@ -46,6 +46,9 @@ from .topic_config import topic_setting
 log = logging.getLogger("reference_broker.replica_manager")
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
+# AlterPartition errors after which Kafka's leader waits for the metadata instead of retrying (UNKNOWN_TOPIC_OR_
+# PARTITION, INVALID_REQUEST, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, UNKNOWN_TOPIC_ID, NEW_LEADER_ELECTED).
+AWAIT_METADATA = frozenset({3, 42, 74, 95, 100, 108})
 TP = tuple[str, int]
 # (partition, new ISR) -> (error, committed PartitionState or None)
 AlterIsr = Callable[[Partition, list[int]], Awaitable[tuple[int, "PartitionState | None"]]]
@@ -243,6 +246,7 @@ class ReplicaManager:
                 p.fault_record_diverging = self.faults.on("replication.record_diverging_fetch")
                 p.fault_keep_epoch_at_end = self.faults.on("replication.keep_epoch_at_log_end")
                 p.fault_cap_start_at_end = self.faults.on("replication.cap_start_at_log_end")
+                p.fault_unchecked_epoch = self.faults.on("fetch.last_fetched_epoch_unchecked")
                 self.partitions[(topic, index)] = p
             p.min_isr = topic_setting(t.configs, self.config, "min.insync.replicas")
             was_leader = p.is_leader
@@ -294,7 +298,13 @@ class ReplicaManager:
             return
         if err == 0 and st is not None and st.leader == self.node_id and st.leader_epoch == p.leader_epoch:
             p.apply_isr(st.isr, st.partition_epoch)
+        elif err in AWAIT_METADATA:
+            # Partition.handleAlterPartitionError: the controller's state differs from ours; the proposal stays
+            # pending (no other is sent) until the metadata brings the partition's new state, which clears it.
+            log.info("%s-%d: AlterPartition %s answered %d; waiting for the metadata", p.topic, p.index, new_isr, err)
         else:
+            # INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED (not applied: back to the committed state) and retriable
+            # errors (the next check proposes again).
             p.pending_isr = None
             p.maybe_advance_hw()
 

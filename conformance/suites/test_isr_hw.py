@@ -35,6 +35,7 @@ from conformance.wire import LATEST, Wire, unique_name
 from fixtures.target import Target
 
 SUITE = "isr_hw"
+OFFSET_OUT_OF_RANGE = 1
 REQUEST_TIMED_OUT = 7
 DEFAULT_LAG_MS = 30_000  # replica.lag.time.max.ms default
 T = TypeVar("T")
@@ -92,6 +93,14 @@ rule("ISR-REJOIN-BEHIND-LOG-START", "a follower that comes back with a log endin
      "(DeleteRecords moved it while the follower was down) starts over at the leader's log start, catches up and "
      "rejoins the ISR", "kafka.server.AbstractFetcherThread.fetchOffsetAndTruncate (leaderStartOffset > "
      "replicaEndOffset → truncateFullyAndStartAt); KIP-107", SUITE)
+
+rule("FETCH-LAST-FETCHED-EPOCH", "a Fetch (v12+) carrying last_fetched_epoch is checked against the leader's "
+     "epoch history before anything is read, for a consumer as for a follower: an epoch above every epoch the "
+     "leader knows is OFFSET_OUT_OF_RANGE; an epoch that ended before the fetch offset is answered with "
+     "diverging_epoch (that epoch, its end offset) and no records; a consistent one reads as usual",
+     "kafka.cluster.Partition.readRecords (lastFetchedEpoch: UNDEFINED epoch end offset → "
+     "OffsetOutOfRangeException; epochEndOffset.leaderEpoch < fetchEpoch || endOffset < fetchOffset → "
+     "divergingEpoch); KIP-320, KIP-595", SUITE)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -184,6 +193,31 @@ async def test_hw_never_decreases(wire: Wire, evidence: Evidence) -> None:
     back = [(a, b) for a, b in zip(samples, samples[1:], strict=False) if b[2] < a[2]]
     assert not back, (f"the high watermark went back between consecutive Fetches (what, fetch offset, HW): "
                       f"{back[:3]}; all samples: {samples}")
+
+
+@pytest.mark.rule("FETCH-LAST-FETCHED-EPOCH")
+async def test_last_fetched_epoch_is_checked(wire: Wire, evidence: Evidence) -> None:
+    """A consumer Fetch of 3 records' partition (leader epoch E): last fetched epoch E at offset 3 reads as usual
+    (empty, at the end); E + 5 at offset 3 is OFFSET_OUT_OF_RANGE; E at offset 5 (past the end of epoch E, which
+    is the log end 3) is diverging (E, 3)."""
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    p = await wire.produce(topic, count=3, acks=-1)
+    assert p.base_offset == 0
+    epoch = (await state(wire, topic)).leader_epoch
+    seen = {}
+    for what, offset, last in (("consistent", 3, epoch), ("unknown", 3, epoch + 5), ("diverging", 5, epoch)):
+        r = (await wire.fetch([(topic, 0, offset)], max_wait_ms=0, min_bytes=0, last_fetched_epoch=last)).part(topic)
+        seen[what] = (offset, last, r.error_code, r.diverging_epoch, r.offsets)
+    evidence.note("fetches (offset, last fetched epoch, error, diverging, offsets)", seen)
+    assert seen["consistent"][2:] == (NONE, None, []), (
+        f"last fetched epoch {epoch} (the leader's) at the log end 3: error {seen['consistent'][2]}, diverging "
+        f"{seen['consistent'][3]}; Kafka reads as usual (nothing yet)")
+    assert seen["unknown"][2] == OFFSET_OUT_OF_RANGE, (
+        f"last fetched epoch {epoch + 5}, above every epoch the leader knows ({epoch}): error {seen['unknown'][2]}, "
+        f"diverging {seen['unknown'][3]}; Kafka: OFFSET_OUT_OF_RANGE ({OFFSET_OUT_OF_RANGE})")
+    assert seen["diverging"][2:] == (NONE, (epoch, 3), []), (
+        f"last fetched epoch {epoch} at offset 5, past that epoch's end 3: error {seen['diverging'][2]}, diverging "
+        f"{seen['diverging'][3]}, records {seen['diverging'][4]}; Kafka: no error, diverging ({epoch}, 3), no records")
 
 
 # ------------------------------------------------------------------------------------------- replicated

@@ -32,6 +32,7 @@ from .placement import place
 
 log = logging.getLogger("reference_broker.controller")
 
+NOT_CONTROLLER = 41
 STALE_BROKER_EPOCH = 77
 ELECTION_NOT_NEEDED = 84
 PREFERRED_LEADER_NOT_AVAILABLE = 80
@@ -350,10 +351,15 @@ class QuorumController:
 
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, index: int,
                         leader_epoch: int, partition_epoch: int, new_isr: list[int]) -> tuple[int, PartitionState | None]:
-        """ReplicationControlManager.alterPartition: only the current leader, at the current leader epoch and
-        partition epoch, may change the ISR; a new ISR member must be a live replica (INELIGIBLE_REPLICA)."""
-        b = self.image.brokers.get(broker_id)
-        if b is None or b.epoch != broker_epoch:
+        """ReplicationControlManager.alterPartition / validateAlterPartitionData, in Kafka's order: the requesting
+        broker's epoch (STALE_BROKER_EPOCH, which Kafka answers for the whole request: ``check_broker_epoch``);
+        the topic id (UNKNOWN_TOPIC_ID) and partition (UNKNOWN_TOPIC_OR_PARTITION); a leader or partition epoch
+        newer than ours (NOT_CONTROLLER: the request comes from a newer controller's world); an older leader epoch
+        (FENCED_LEADER_EPOCH); a broker that is not the leader (INVALID_REQUEST); an older partition epoch
+        (INVALID_UPDATE_VERSION); an ISR that names a non-replica or a replica twice, or lacks the leader
+        (INVALID_REQUEST); an ISR member that is not registered, fenced or shutting down (INELIGIBLE_REPLICA).
+        Returns (error, committed state); the state only with no error."""
+        if self.check_broker_epoch(broker_id, broker_epoch):
             return STALE_BROKER_EPOCH, None
         t = self.image.topics_by_id.get(topic_id)
         if t is None:
@@ -361,22 +367,29 @@ class QuorumController:
         if not 0 <= index < len(t.partitions):
             return E.UnknownTopicOrPartitionError.errno, None
         st = t.partitions[index]
-        if st.leader != broker_id:
-            return E.NotLeaderForPartitionError.errno, st
-        if leader_epoch != st.leader_epoch:
-            return E.FencedLeaderEpochError.errno, st
-        if partition_epoch != st.partition_epoch:
-            return INVALID_UPDATE_VERSION, st
-        if broker_id not in new_isr or len(set(new_isr)) != len(new_isr):
-            return E.InvalidRequestError.errno, st
-        for r in new_isr:
-            if r not in st.replicas or (r not in st.isr and not self.image.is_live(r)):
-                return INELIGIBLE_REPLICA, st
+        if leader_epoch > st.leader_epoch or partition_epoch > st.partition_epoch:
+            return NOT_CONTROLLER, None
+        if leader_epoch < st.leader_epoch:
+            return E.FencedLeaderEpochError.errno, None
+        if broker_id != st.leader:
+            return E.InvalidRequestError.errno, None
+        if partition_epoch < st.partition_epoch:
+            return INVALID_UPDATE_VERSION, None
+        if len(set(new_isr)) != len(new_isr) or any(r not in st.replicas for r in new_isr) or broker_id not in new_isr:
+            return E.InvalidRequestError.errno, None
+        if any(not self.image.is_live(r) or r in self.shutting_down for r in new_isr):
+            return INELIGIBLE_REPLICA, None
         isr = [r for r in st.replicas if r in new_isr]
         rec = self._change(st, isr=isr)
         if rec is not None:
             self._commit([rec])
         return 0, self.image.partition(t.name, index)
+
+    def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> int:
+        """ClusterControlManager.checkBrokerEpoch: STALE_BROKER_EPOCH unless ``broker_id`` is registered with
+        ``broker_epoch``; else 0."""
+        b = self.image.brokers.get(broker_id)
+        return 0 if b is not None and b.epoch == broker_epoch else STALE_BROKER_EPOCH
 
     # -- topics (ReplicationControlManager.createTopics / deleteTopics) ---------------------------------------
 

@@ -41,3 +41,22 @@ def wait_for(probe: Callable[[], T], ok: Callable[[T], bool], timeout: float, wh
             last = e  # type: ignore[assignment]
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}")
+
+
+def move_leadership(cluster, topic: str, how: str) -> tuple[int, int]:
+    """End the current leader's epoch: ``pause`` it until the controller fenced it and elected another leader, then
+    resume it; or ``kill`` it and restart it. Returns (old leader, new leader); the old one runs again, not
+    necessarily back in the ISR yet."""
+    old, _, _ = partition_state(cluster.bootstrap, topic)
+    # Probe through the other brokers: a Metadata request sent to a stopped broker waits out its timeout.
+    others = ",".join(f"127.0.0.1:{cluster.ports[b]}" for b in cluster.broker_ids if b != old)
+    (getattr(cluster, how))(old)
+    try:
+        (new, _, _), _ = wait_for(lambda: partition_state(others, topic),
+                                  lambda s: s[0] >= 0 and s[0] != old, 30, f"a new leader after {how} {old}")
+    finally:
+        if how == "pause":
+            cluster.resume(old)
+        else:
+            cluster.restart(old)
+    return old, new

@@ -16,7 +16,7 @@ import time
 from confluent_kafka import Producer, TopicPartition
 from kafka.protocol.consumer import FetchRequest
 from kafka.record.memory_records import MemoryRecords
-from kct_cluster_helpers import admin, create_topic, partition_state, wait_for
+from kct_cluster_helpers import admin, create_topic, move_leadership, partition_state, wait_for
 
 from reference_broker.client.protocol import Connection
 from reference_broker.log.file import FileLog
@@ -63,26 +63,6 @@ def consumer_hw(cluster, node: int, topic: str) -> int:
     pd = asyncio.run(_call(cluster.ports[node], req, 12)).responses[0].partitions[0]
     assert pd.error_code == 0, pd
     return pd.high_watermark
-
-
-def move_leadership(cluster, topic: str, how: str) -> tuple[int, int]:
-    """End the current leader's epoch: ``pause`` it until the controller fenced it and elected another leader, then
-    resume it; or ``kill`` it and restart it. Returns (old leader, new leader) once the old one is back in the ISR."""
-    old, _, _ = partition_state(cluster.bootstrap, topic)
-    # Probe through the other brokers: a Metadata request sent to a stopped broker waits out its timeout.
-    others = ",".join(f"127.0.0.1:{cluster.ports[b]}" for b in cluster.broker_ids if b != old)
-    (getattr(cluster, how))(old)
-    try:
-        (new, _, _), _ = wait_for(lambda: partition_state(others, topic),
-                                  lambda s: s[0] >= 0 and s[0] != old, 30, f"a new leader after {how} {old}")
-    finally:
-        if how == "pause":
-            cluster.resume(old)
-        else:
-            cluster.restart(old)
-    return old, new
-
-
 
 
 def test_diverging_follower_fetch_does_not_move_the_hw(make_cluster) -> None:
@@ -165,6 +145,27 @@ def test_follower_rejoins_after_restart_behind_an_empty_epoch(make_cluster) -> N
     assert not errors, f"acks=all with ISR {state[2]} failed: {errors[:3]}"
     hw, _ = wait_for(lambda: consumer_hw(cluster, state[0], topic), lambda h: h == 15, 10, "the HW at 15")
     assert hw == 15
+
+
+def test_fetch_with_an_unknown_last_fetched_epoch_is_out_of_range(make_cluster) -> None:
+    """Issue 18 item 14. A fetch whose last fetched epoch is above every epoch the leader knows cannot be placed
+    in its log: Kafka answers OFFSET_OUT_OF_RANGE (Partition.readRecords: UNDEFINED epoch end offset), for a
+    follower and for a consumer alike; before the fix a follower got the diverging epoch (-1, -1) and a consumer
+    got records."""
+    cluster = make_cluster()
+    topic = "unknown-epoch"
+    create_topic(cluster.bootstrap, topic, 1, 3)
+    assert produce(cluster.bootstrap, topic, [b"x0", b"x1", b"x2"]) == []
+    leader, replicas, _ = partition_state(cluster.bootstrap, topic)
+    follower = next(r for r in replicas if r != leader)
+    for who in (follower, -1):
+        pd = asyncio.run(_call(cluster.ports[leader], replica_fetch(topic, who, 3 if who >= 0 else 0, 7, 0),
+                               12)).responses[0].partitions[0]
+        div = None if pd.diverging_epoch is None else (pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset)
+        assert pd.error_code == 1, (
+            f"{'follower ' + str(who) if who >= 0 else 'a consumer'} fetching with last fetched epoch 7 (the "
+            f"leader knows epoch 0 only): error {pd.error_code}, diverging epoch {div}, {len(pd.records or b'')} "
+            "record bytes; Kafka: OFFSET_OUT_OF_RANGE (1)")
 
 
 def test_follower_behind_the_leaders_log_start_rejoins(make_cluster, tmp_path) -> None:

@@ -121,6 +121,8 @@ FAULTS = [
     ("replication.record_diverging_fetch", ISR_HW, "diverging_follower", "HW-DIVERGING-FOLLOWER", set()),
     ("replication.keep_epoch_at_log_end", ISR_HW, "empty_epoch", "ISR-REJOIN-AFTER-EMPTY-EPOCH", set()),
     ("replication.cap_start_at_log_end", ISR_HW, "behind_the_log_start", "ISR-REJOIN-BEHIND-LOG-START", set()),
+    ("fetch.last_fetched_epoch_unchecked", ISR_HW, "last_fetched_epoch or hw_views", "FETCH-LAST-FETCHED-EPOCH",
+     {"HW-CONSISTENT-VIEWS"}),
     # isr_hw: the HW as clients see it
     ("fetch.hw_off_by_one", ISR_HW, "hw_views or hw_never_decreases", "HW-CONSISTENT-VIEWS", {"HW-MONOTONIC"}),
     ("fetch.hw_is_read_end", ISR_HW, "hw_never_decreases or hw_views", "HW-MONOTONIC", {"HW-CONSISTENT-VIEWS"}),
@@ -277,7 +279,7 @@ def test_isr_hw_suite_passes_on_the_reference_cluster(tmp_path: Path) -> None:
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "isr_hw"}
-    assert declared == set(by_rule(doc)) and len(declared) == 14, declared
+    assert declared == set(by_rule(doc)) and len(declared) == 15, declared
 
 
 def test_clients_suite_passes_against_reference(tmp_path: Path) -> None:

@@ -1,14 +1,19 @@
 """AlterPartition (key 56), v0 — our own trimmed schema, KIP-497 semantics.
 
-Behavior (ReplicationControlManager.alterPartition): only the partition's leader, at the current leader epoch
-(else FENCED_LEADER_EPOCH) and partition epoch (else INVALID_UPDATE_VERSION), may set a new ISR; it must contain
-the leader and only replicas, and added members must be live (INELIGIBLE_REPLICA). The answer carries the
-committed state, which the leader applies at once.
+Behavior (ReplicationControlManager.alterPartition / validateAlterPartitionData, checked in Kafka's order; see
+QuorumController.alter_partition): a broker epoch that is not the requester's current one fails the whole request
+with a top-level STALE_BROKER_EPOCH and no topics; then per partition UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+NOT_CONTROLLER (a leader or partition epoch newer than the controller's), FENCED_LEADER_EPOCH, INVALID_REQUEST (not
+the leader), INVALID_UPDATE_VERSION, INVALID_REQUEST (an ISR with a non-replica, a duplicate or without the
+leader), INELIGIBLE_REPLICA (an ISR member not registered, fenced or shutting down). An error answers only the
+partition index and the code; success carries the committed state, which the leader applies at once. No broker
+epochs per ISR member (KIP-903, AlterPartition v3): GAPS.md.
 """
 from __future__ import annotations
 
 from ...registry import CONTROLLER
 from ..messages import AlterPartitionRequest, AlterPartitionResponse
+from ..quorum_controller import STALE_BROKER_EPOCH
 
 API_KEY = 56
 VERSIONS = (0, 0)
@@ -20,6 +25,8 @@ PartData = TopicData.PartitionData
 @CONTROLLER.handles(AlterPartitionRequest, AlterPartitionResponse, VERSIONS)
 async def handle(ctx, req):
     c = ctx.node.controller
+    if c.check_broker_epoch(req.broker_id, req.broker_epoch):
+        return AlterPartitionResponse(throttle_time_ms=0, error_code=STALE_BROKER_EPOCH, topics=[])
     topics = []
     for t in req.topics:
         parts = []
