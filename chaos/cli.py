@@ -5,6 +5,7 @@ examples:
   python -m chaos run --schedule lossy --cluster-config min.insync.replicas=1 \
       --cluster-config unclean.leader.election.enable=true --duration 30s --out out/lossy
   python -m chaos run --bootstrap 127.0.0.1:9092 --control /tmp/c/control.sock --nemesis kill --out out/live
+  python -m chaos run --schedule empty-epoch --duration 40s --out out/empty-epoch   # liveness after two failovers
   python -m chaos run --nemesis kill --duration 60s --seed 7 --dry-run      # print the schedule only
   python -m chaos proxy serve --api 127.0.0.1:8474
 exit codes (run): 0 valid, 1 anomalies found, 2 could not run (bad options, unreachable cluster, interrupted)."""
@@ -112,6 +113,9 @@ def _run(args: argparse.Namespace) -> int:
     v = res.verdict or {}
     print(f"run {res.run_id}: {res.stats}")
     print(f"history: {res.history}")
+    if res.recovery:
+        print(f"ISR after the faults: {'every replica back' if res.recovery.get('recovered') else 'NOT recovered'} "
+              f"(waited {res.recovery.get('waited_s')} s; missing {res.recovery.get('missing')})")
     if res.final:
         print(f"final read: complete={res.final.get('complete')} ends={res.final.get('ends')}")
     if v.get("anomalies"):
@@ -141,8 +145,11 @@ def _add_run(sub: Any) -> None:
     r.add_argument("--nemesis", default="kill,pause",
                    help="comma-separated faults: kill, pause, restart, partition, latency, kafka-error, "
                         "stall-followers, kill-leader; 'none' for a fault-free run")
-    r.add_argument("--schedule", default="random", choices=("random", "lossy"),
-                   help="random: a seeded fault every --interval; lossy: stall followers, kill the leader")
+    r.add_argument("--schedule", default="random", choices=("random", "lossy", "empty-epoch", "behind-log-start"),
+                   help="random: a seeded fault every --interval; lossy: stall followers, kill the leader; "
+                        "empty-epoch: refuse produce, kill the leader twice (the second led an epoch with no "
+                        "write); behind-log-start: kill a follower, delete consumed records past its log end "
+                        "(chaos/scenarios.py). Every run ends by waiting for every replica to rejoin the ISR")
     r.add_argument("--duration", default="60s", help="workload duration (60s, 2m, ...)")
     r.add_argument("--interval", default="10s", help="time between fault starts")
     r.add_argument("--fault-duration", default="5s", help="how long each fault lasts")

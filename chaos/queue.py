@@ -33,7 +33,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,8 +222,10 @@ class QueueWorkload:
         (self.recorder.ok if confirmed else self.recorder.info)(process, "commit", op)
 
     # -- final read
-    def final_read(self) -> dict[str, Any]:
-        """Read every partition from offset 0 to its end (bounded by final_timeout_s); returns what was reached."""
+    def final_read(self, start: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """Read every partition from offset 0 (or ``start["topic/partition"]``: a schedule that deleted records
+        reads from the log start, where a seek to 0 is reset to) to its end (bounded by final_timeout_s); returns
+        what was reached."""
         process = self.spec.producers + self.spec.consumers
         deadline = time.monotonic() + self.spec.final_timeout_s
         cfg = ClientConfig(**{**self.cfg.__dict__, "group": f"{self.cfg.group}-final"})
@@ -243,7 +245,7 @@ class QueueWorkload:
             client.assign(self.keys)
             self.recorder.ok(process, "assign", {"partitions": parts})
             for t, p in self.keys:
-                client.seek(t, p, 0)
+                client.seek(t, p, (start or {}).get(f"{t}/{p}", 0))
             while time.monotonic() < deadline and any(reached.get(k, 0) < e for k, e in ends.items()):
                 self._poll(client, process, reached)
         finally:

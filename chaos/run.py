@@ -30,12 +30,16 @@ from .clients import ClientConfig, settings_summary
 from .nemesis import Context, NemesisRunner, ScheduleSpec, Step, generate
 from .nemesis.schedule import NEMESES
 from .queue import QueueSpec, QueueWorkload
-from .scenarios import LEADER_NEMESES, lossy_schedule
+from .scenarios import LEADER_NEMESES, behind_log_start_schedule, empty_epoch_schedule, lossy_schedule
 
 EXIT_VALID, EXIT_ANOMALIES, EXIT_NOT_RUN = 0, 1, 2
-PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader"}
-NETWORK_FAULTS = {"partition", "latency"}
-SCHEDULES = ("random", "lossy")
+PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader", "kill-follower"}
+NETWORK_FAULTS = {"partition", "latency", "refuse-produce"}
+# The fixed schedules (chaos/scenarios.py) and the faults each uses.
+FIXED_SCHEDULES = {"lossy": {"stall-followers", "kill-leader"},
+                   "empty-epoch": {"refuse-produce", "kill-leader"},
+                   "behind-log-start": {"kill-follower", "delete-consumed"}}
+SCHEDULES = ("random", *FIXED_SCHEDULES)
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 # A proxied target (fixtures/proxied.py: every client, follower and controller link is its own proxy) exposes
 # `proxy_api` (Toxiproxy's HTTP API) and `topology` (chaos.faults.Topology); partition and latency nemeses act on
@@ -137,10 +141,14 @@ def cluster_settings(opts: RunOptions) -> dict[str, str]:
 
 def build_schedule(opts: RunOptions, brokers: list[int]) -> list[Step]:
     """The fault schedule for the options: pure (no target), so --dry-run prints exactly what will happen."""
+    s = cluster_settings(opts)
+    session_s = int(s.get("broker.session.timeout.ms", 9000)) / 1000
     if opts.schedule == "lossy":
-        s = cluster_settings(opts)
-        return lossy_schedule("chaos-queue", lag_s=int(s["replica.lag.time.max.ms"]) / 1000,
-                              session_s=int(s["broker.session.timeout.ms"]) / 1000)
+        return lossy_schedule("chaos-queue", lag_s=int(s["replica.lag.time.max.ms"]) / 1000, session_s=session_s)
+    if opts.schedule == "empty-epoch":
+        return empty_epoch_schedule("chaos-queue", session_s=session_s)
+    if opts.schedule == "behind-log-start":
+        return behind_log_start_schedule("chaos-queue", session_s=session_s)
     if opts.schedule != "random":
         raise RunError(f"unknown schedule {opts.schedule!r}; known: {', '.join(SCHEDULES)}")
     if not opts.nemeses:
@@ -202,6 +210,7 @@ class RunResult:
     verdict: dict[str, Any] | None = None
     html: Path | None = None
     final: dict[str, Any] | None = None
+    recovery: dict[str, Any] | None = None
     message: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -299,7 +308,7 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     run_id = opts.run_id or f"chaos-{opts.seed}-{uuid.uuid4().hex[:6]}"
     if opts.workload != "queue":
         raise RunError(f"unknown workload {opts.workload!r}; known: queue")
-    wanted = set(opts.nemeses) if opts.schedule == "random" else {"stall-followers", "kill-leader"}
+    wanted = set(opts.nemeses) if opts.schedule == "random" else FIXED_SCHEDULES.get(opts.schedule, set())
     target: Any = None
     proxies = None
     topology = None
@@ -402,8 +411,11 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
         recorder.close()
         result.message = "interrupted: every fault was undone; the partial history is kept"
         return result
+    _say(opts, "waiting for every replica to be back in the ISR ...")
+    result.recovery = await_isr_recovery(bootstrap, "chaos-queue", recovery_timeout(opts, target_name))
     _say(opts, "final read ...")
-    result.final = workload.final_read()
+    deleted = any(st.kind == "delete-consumed" for st in steps)
+    result.final = workload.final_read(log_starts(bootstrap, "chaos-queue", opts.partitions) if deleted else None)
     recorder.close()
     s = workload.stats
     failed_faults = [op["value"] for op in recorder.history.ops
@@ -419,15 +431,75 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
         except Exception as e:  # noqa: BLE001 - JSONL is the primary record
             result.stats["parquet_error"] = str(e)
     result.verdict, result.exit_code = check_history(path, opts.check_budget)
+    if not result.recovery.get("recovered", False) and result.exit_code == EXIT_VALID:
+        # Liveness: with every fault healed, Kafka's followers catch up and rejoin the ISR.
+        result.exit_code = EXIT_ANOMALIES
+        result.message = (f"replicas not back in the ISR {result.recovery.get('waited_s')} s after every fault was "
+                          f"healed: {result.recovery.get('missing')} {result.message}")
     if not result.final.get("complete", False) and result.exit_code == EXIT_VALID:
         result.exit_code = EXIT_NOT_RUN
         result.message = f"final read incomplete: {result.final} {result.message}"
     if opts.html:
         result.html = write_run_page(path, opts.out / f"{run_id}.html", result.verdict)
     (opts.out / f"{run_id}.result.json").write_text(json.dumps(
-        {"run_id": run_id, "exit_code": result.exit_code, "final": result.final, "stats": result.stats,
+        {"run_id": run_id, "exit_code": result.exit_code, "final": result.final, "recovery": result.recovery,
+         "stats": result.stats,
          "verdict": result.verdict, "message": result.message}, indent=1, default=str))
     return result
+
+
+def log_starts(bootstrap: str, topic: str, partitions: int) -> dict[str, int] | None:
+    """{"topic/p": log start offset} (ListOffsets EARLIEST), or None when the cluster cannot say now."""
+    from reference_broker.client import Admin, TopicPartition
+
+    from .kafka_meta import run_sync
+
+    async def ask() -> dict[TopicPartition, int]:
+        async with Admin(bootstrap, request_timeout=5.0) as admin:
+            return await admin.earliest_offsets([TopicPartition(topic, p) for p in range(partitions)])
+
+    try:
+        return {f"{tp.topic}/{tp.partition}": off for tp, off in run_sync(ask).items()}
+    except Exception:  # noqa: BLE001 - the final read then starts at 0 (and says what it reached)
+        return None
+
+
+def recovery_timeout(opts: RunOptions, target_name: str) -> float:
+    """How long a healed cluster may take to bring every replica back: a restarted broker registers and is
+    unfenced, a follower catches up and is added back (lag checks run every lag/2). Generous on purpose."""
+    s = cluster_settings(opts) if target_name == "reference" else {}
+    lag_s = int(s.get("replica.lag.time.max.ms", 30_000)) / 1000
+    session_s = int(s.get("broker.session.timeout.ms", 9_000)) / 1000
+    return min(60.0, max(20.0, 2 * lag_s + session_s + 10.0))
+
+
+def await_isr_recovery(bootstrap: str, topic: str, timeout_s: float) -> dict[str, Any]:
+    """Wait (bounded) until every partition of ``topic`` has all its replicas in the ISR, as Metadata reports it.
+    Returns {"recovered", "waited_s", "missing": {partition: replicas not in the ISR}} — a liveness verdict: a
+    replica that never rejoins after every fault was healed is a defect even when no record was lost."""
+    from .kafka_meta import _describe, run_sync
+
+    t0 = time.monotonic()
+    missing: dict[int, list[int]] | None = None
+    error = None
+    while True:
+        try:
+            meta = run_sync(lambda: _describe(bootstrap, 5.0)).get(topic)
+            if meta is not None and meta.partitions:
+                missing = {p: sorted(set(pm.replicas) - set(pm.isr)) for p, pm in sorted(meta.partitions.items())}
+                missing = {p: m for p, m in missing.items() if m}
+                if not missing:
+                    break
+        except Exception as e:  # noqa: BLE001 - leaders may still be moving: ask again until the deadline
+            error = f"{type(e).__name__}: {e}"
+        if time.monotonic() - t0 >= timeout_s:
+            break
+        time.sleep(0.5)
+    out: dict[str, Any] = {"recovered": missing == {}, "waited_s": round(time.monotonic() - t0, 1),
+                           "missing": missing}
+    if missing is None and error:
+        out["error"] = error
+    return out
 
 
 def check_history(path: Path, budget: float) -> tuple[dict[str, Any] | None, int]:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,6 +96,44 @@ def test_min_isr_2_same_schedule_loses_nothing(tmp_path: Path) -> None:
     code, verdict = _lossy(tmp_path, unsafe=False)
     assert code == 0, verdict.get("anomalies", {}).get("counts")
     assert "lost-write" not in verdict["anomalies"]["counts"]
+
+
+def _liveness(tmp_path: Path, schedule: str, duration: float) -> Any:
+    res = run(RunOptions(out=tmp_path, schedule=schedule, partitions=1, consumers=1, duration=duration, rate=100,
+                         seed=5, cluster_settings=dict(FAST), progress=False, parquet=False, check_budget=5,
+                         html=False))
+    assert res.stats["faults_failed"] == 0, res.message
+    assert res.recovery and res.recovery["recovered"], (
+        f"{schedule}: replicas not back in the ISR after every fault was healed: {res.recovery}")
+    assert res.final and res.final["complete"] and res.exit_code == 0, (res.exit_code, res.message, res.verdict)
+    return res
+
+
+def _nemesis_values(res: Any, kind: str) -> list[dict]:
+    """The recorded end of each fault of ``kind`` (what a fault resolved when it started, e.g. the broker it
+    killed, is in the params recorded at its stop)."""
+    ops = [json.loads(line) for line in Path(res.history).read_text().splitlines()[1:]]
+    return [o["value"] for o in ops if o["f"] == "nemesis" and o["type"] == "info"
+            and o["value"]["fault"] == kind and o["value"]["phase"] == "stop"]
+
+
+@pytest.mark.timeout(150)
+def test_empty_epoch_schedule_ends_with_a_full_isr(tmp_path: Path) -> None:
+    """Issue 18 item 1 as a chaos run: with every Produce refused, the leader is killed, then its successor (which
+    led an epoch without a write); both come back. Before the fix the second never rejoined the ISR (and acks=all
+    timed out while it was in it): the run's recovery check reported it, exit 1."""
+    res = _liveness(tmp_path, "empty-epoch", 20)
+    kills = [v["broker"] for v in _nemesis_values(res, "kill-leader")]
+    assert len(kills) == 2 and kills[0] != kills[1], kills
+
+
+@pytest.mark.timeout(150)
+def test_behind_log_start_schedule_ends_with_a_full_isr(tmp_path: Path) -> None:
+    """Issue 18 item 3 as a chaos run: a follower is killed, the records every consumer read are deleted past its
+    log end, it restarts. Before the fix it looped on OFFSET_OUT_OF_RANGE and never rejoined: exit 1."""
+    res = _liveness(tmp_path, "behind-log-start", 16)
+    (deleted,) = _nemesis_values(res, "delete-consumed")
+    assert deleted["offset"] > 0, deleted
 
 
 def _start_cluster(tmp_path: Path) -> tuple[subprocess.Popen, str, str]:
