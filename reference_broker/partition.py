@@ -260,13 +260,12 @@ class Partition:
     def append_as_follower(self, data: bytes, leader_hw: int, leader_log_start: int) -> None:
         """Append the leader's batches as they are (Partition.appendRecordsToFollowerOrFutureReplica); then HW =
         min(leader HW, own LEO), up or down (ReplicaFetcherThread.processPartitionData)."""
-        keep_start = -1
         if data:
-            keep_start = self._maybe_start_at_batch(data)
+            self._maybe_start_at_batch(data)
             self.log.append_replica(data)
             self._track_producers(data)
-        if self.log.log_start_offset < max(leader_log_start, keep_start) <= self.log.log_end_offset:
-            self.log.delete_records_before(max(leader_log_start, keep_start))
+        if self.log.log_start_offset < leader_log_start <= self.log.log_end_offset:
+            self.log.delete_records_before(leader_log_start)
         # UnifiedLog.maybeUpdateHighWatermark: the leader's HW within [log start, LEO], even when that is lower
         # than ours (a new leader's HW may lag the old one's).
         new_hw = max(min(leader_hw, self.log.log_end_offset), self.log.log_start_offset)
@@ -276,17 +275,15 @@ class Partition:
         if moved or data:
             self._changed()
 
-    def _maybe_start_at_batch(self, data: bytes) -> int:
+    def _maybe_start_at_batch(self, data: bytes) -> None:
         """An empty log whose start is inside the leader's first batch (DeleteRecords cut the leader's log mid-batch;
         the leader serves the whole batch) starts at that batch's base instead, keeping its log start (Kafka's
         doAppendRecordsToFollowerOrFutureReplica on UnexpectedAppendOffsetException: truncateFullyAndStartAt the
-        batch's first offset). Returns the log start to restore after the append, else -1."""
+        batch's first offset with the current log start)."""
         start, end = self.log.log_start_offset, self.log.log_end_offset
         first = next(B.iter_batches(data, strict=False), None)
         if start == end and first is not None and first[1].base_offset < end < first[1].next_offset:
-            self.log.truncate_fully_and_start_at(first[1].base_offset)
-            return start
-        return -1
+            self.log.truncate_fully_and_start_at(first[1].base_offset, log_start=start)
 
     def _track_producers(self, data: bytes) -> None:
         """Followers keep idempotent producer state from the batches they replicate (Kafka rebuilds it from the

@@ -75,9 +75,10 @@ class Log(abc.ABC):
         """Drop every batch at or after ``offset`` (follower truncation). ``offset`` must be a batch boundary."""
 
     @abc.abstractmethod
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop every batch and epoch entry; the log starts and ends at ``offset`` (Kafka's
-        UnifiedLog.truncateFullyAndStartAt: a follower whose log ends below the leader's log start)."""
+    def truncate_fully_and_start_at(self, offset: int, log_start: int | None = None) -> None:
+        """Drop every batch and epoch entry; the log ends at ``offset`` and starts there, or at ``log_start`` when
+        given (Kafka's UnifiedLog.truncateFullyAndStartAt(newOffset, logStartOffsetOpt): a follower whose log
+        ends below the leader's log start; with ``log_start`` above ``offset`` the next append must cover it)."""
 
     @abc.abstractmethod
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:

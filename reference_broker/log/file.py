@@ -817,12 +817,13 @@ class FileLog(Log):
         self._recovery_point = min(self._recovery_point, offset)
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, [(self._recovery_point,)])
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(self, offset: int, log_start: int | None = None) -> None:
         """Kafka's truncateFullyAndStartAt. The log start checkpoint is written first: a crash before the segments
-        are gone leaves a log ending below its checkpointed start, which loading turns into this same state."""
+        are gone (or, with ``log_start`` above ``offset``, before the append that covers it) leaves a log ending
+        below its checkpointed start, which loading turns into an empty log at that start."""
         self._check_open()
-        self._start = offset
-        self._write_checkpoint(LOG_START_CHECKPOINT, [(offset,)])
+        self._start = offset if log_start is None else log_start
+        self._write_checkpoint(LOG_START_CHECKPOINT, [(self._start,)])
         self._delete_segments(list(self._segments))
         self._new_active(offset)
         self._end = offset

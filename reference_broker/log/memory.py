@@ -138,9 +138,10 @@ class MemoryLog(Log):
         self._start = min(self._start, offset)
         self._epochs.truncate_from_end(offset)
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(self, offset: int, log_start: int | None = None) -> None:
         self._bases, self._nexts, self._batches, self._positions, self._max_ts = [], [], [], [], []
-        self._start = self._end = offset
+        self._end = offset
+        self._start = offset if log_start is None else log_start
         self._epochs.clear()
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:

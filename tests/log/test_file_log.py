@@ -390,6 +390,17 @@ def test_truncate_fully_survives_a_restart(d: Path) -> None:
     log.close()
 
 
+def test_crash_before_the_batch_covering_the_kept_log_start(d: Path) -> None:
+    """truncate_fully_and_start_at(5, log_start=12) and a crash before the append: the log reopens empty at 12."""
+    log = FileLog(d, SMALL)
+    fill(log, 3)
+    log.truncate_fully_and_start_at(5, log_start=12)
+    log.close()
+    log = FileLog(d, SMALL)
+    assert (log.log_start_offset, log.log_end_offset) == (12, 12)
+    log.close()
+
+
 def test_flush_every_n_messages_moves_the_recovery_point(d: Path) -> None:
     log = FileLog(d, FileLogConfig(flush_interval_messages=6))
     log.append(make_batch(3), 0)

@@ -212,6 +212,18 @@ def test_truncate_fully_and_start_at_empties_the_log_there(log: Log) -> None:
     assert [r[0] for r in decode(everything(log).data)] == [20, 21]
 
 
+def test_truncate_fully_keeping_a_log_start_inside_the_next_batch(log: Log) -> None:
+    """truncateFullyAndStartAt(batch base, logStartOffset): the follower's log start (12) stays while the leader's
+    batch holding it (5..14) is appended whole."""
+    fill(log, [3], epoch=0)
+    log.truncate_fully_and_start_at(5, log_start=12)
+    data = bytearray(make_batch(10, timestamp=7_000))
+    B.stamp(data, 0, 5, 1)
+    log.append_replica(bytes(data))
+    assert (log.log_start_offset, log.log_end_offset) == (12, 15)
+    assert log.read(12, 1 << 20, 15).first_offset == 5      # the batch holding 12, whole
+
+
 def test_truncate_below_log_start_lowers_it(log: Log) -> None:
     fill(log, [3, 3, 3])
     log.delete_records_before(7)
