@@ -609,8 +609,10 @@ async def test_replica_rejoins_after_leading_an_empty_epoch(cluster: Cluster, ev
         f"acks=all on leader {st2.leader} (epoch {st2.leader_epoch}) with ISR {now.isr} answered error {err}: "
         f"broker {st1.leader}, which led epoch {st1.leader_epoch} without writing, is in the ISR but does not "
         "replicate")
-    (err, hw), _ = await eventually(lambda: high_watermark(new, topic), lambda r: r[1] == 15, 10)
-    assert hw == 15 and len(now.isr) == 3, f"HW {hw} (want 15; Fetch error {err}), ISR {now.isr}"
+    # The HW through ListOffsets LATEST: on Kafka 4.4.0 a consumer Fetch at offset 0 on this freshly elected leader
+    # answered OFFSET_OUT_OF_RANGE in 2 of 13 runs (a Kafka quirk this rule is not about).
+    (err, hw), _ = await eventually(lambda: ops.list_offsets(new, topic, 0, LATEST), lambda r: r[1] == 15, 10)
+    assert hw == 15 and len(now.isr) == 3, f"HW {hw} (want 15; ListOffsets error {err}), ISR {now.isr}"
 
 
 @REPL_KILL
