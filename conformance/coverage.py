@@ -34,6 +34,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "replication.keep_epoch_at_log_end": ("ISR-REJOIN-AFTER-EMPTY-EPOCH",),
     "replication.cap_start_at_log_end": ("ISR-REJOIN-BEHIND-LOG-START",),
     "fetch.last_fetched_epoch_unchecked": ("FETCH-LAST-FETCHED-EPOCH",),
+    "isr.min_isr_not_capped": ("ACKS-ALL-MIN-ISR-ABOVE-RF",),
     # isr_hw: the HW as clients see it
     "fetch.hw_off_by_one": ("HW-CONSISTENT-VIEWS",),
     "fetch.hw_is_read_end": ("HW-MONOTONIC",),

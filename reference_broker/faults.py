@@ -66,6 +66,10 @@ FAULTS: dict[str, str] = {
                                           "the leader cannot place gets diverging epoch (-1, -1) (Kafka: checked "
                                           "for every fetch, UNDEFINED → OFFSET_OUT_OF_RANGE, Partition.readRecords) "
                                           "— breaks FETCH-LAST-FETCHED-EPOCH",
+    "isr.min_isr_not_capped": "min.insync.replicas larger than the replication factor is taken as it is, so "
+                              "acks=all to such a topic is always NOT_ENOUGH_REPLICAS (Kafka >= 3.7: "
+                              "min(min.insync.replicas, replication factor), Partition.effectiveMinIsr) — breaks "
+                              "ACKS-ALL-MIN-ISR-ABOVE-RF",
     # clients (conformance/suites/test_clients.py; record rewriting in reference_broker/record_faults.py)
     "fetch.drop_headers": "fetched batches are re-encoded without their record headers (KIP-82) — breaks "
                           "FETCH-RECORDS-AS-PRODUCED",

@@ -112,6 +112,7 @@ class Partition:
         self.fault_keep_epoch_at_end = False    # replication.keep_epoch_at_log_end fault switch
         self.fault_cap_start_at_end = False     # replication.cap_start_at_log_end fault switch
         self.fault_unchecked_epoch = False      # fetch.last_fetched_epoch_unchecked fault switch
+        self.fault_min_isr_not_capped = False   # isr.min_isr_not_capped fault switch
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -129,6 +130,18 @@ class Partition:
         if self.pending_isr is None:
             return self.isr
         return sorted(set(self.isr) | set(self.pending_isr))
+
+    @property
+    def effective_min_isr(self) -> int:
+        """min(min.insync.replicas, replication factor): a min ISR the replicas could never reach counts as all of
+        them (Kafka >= 3.7, Partition.effectiveMinIsr, KAFKA-15583); under the isr.min_isr_not_capped switch the
+        setting as it is."""
+        return self.min_isr if self.fault_min_isr_not_capped else min(self.min_isr, len(self.replicas))
+
+    @property
+    def under_min_isr(self) -> bool:
+        """Partition.isUnderMinIsr: the committed ISR (not the maximal one) is below the effective min ISR."""
+        return len(self.isr) < self.effective_min_isr
 
     def end_offset_for(self, isolation: FetchIsolation) -> int:
         if isolation == FetchIsolation.LOG_END:
@@ -153,11 +166,11 @@ class Partition:
 
     def maybe_advance_hw(self) -> bool:
         """HW = min LEO over the maximal ISR; never backwards (Partition.maybeIncrementLeaderHW); held while the
-        ISR is below min.insync.replicas and the replicas could satisfy it (KAFKA-15583)."""
+        committed ISR is below the effective min ISR (KAFKA-15583: isUnderMinIsr)."""
         if not self.is_leader:
             return False
         isr = self.maximal_isr
-        if (self.hw_respects_min_isr and len(isr) < self.min_isr <= len(self.replicas)):
+        if self.hw_respects_min_isr and self.under_min_isr:
             return False
         leos = [self.log.log_end_offset if r == self.node_id or self.fault_hw_is_leader_leo
                 else self.remote.get(r, ReplicaState()).leo for r in isr]

@@ -226,12 +226,13 @@ class DelayedProduce(DelayedOperation):
                 s.error = E.UnknownTopicOrPartitionError.errno
             elif not p.is_leader:
                 s.error = E.NotLeaderForPartitionError.errno
-            elif self.ok_after_shrink and len(p.isr) < p.min_isr:
+            elif self.ok_after_shrink and len(p.isr) < p.effective_min_isr:
                 s.error = 0
             elif p.hw >= s.required_offset:
-                if len(p.maximal_isr) < p.min_isr:
+                if len(p.maximal_isr) < p.effective_min_isr:
                     s.error = NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                    s.message = f"ISR {p.maximal_isr} shrank below min.insync.replicas {p.min_isr} after the append"
+                    s.message = (f"ISR {p.maximal_isr} shrank below min.insync.replicas {p.effective_min_isr} after "
+                                 "the append")
                 else:
                     s.error = 0
         if all(s.error >= 0 for s in self.statuses):

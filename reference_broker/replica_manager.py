@@ -247,6 +247,7 @@ class ReplicaManager:
                 p.fault_keep_epoch_at_end = self.faults.on("replication.keep_epoch_at_log_end")
                 p.fault_cap_start_at_end = self.faults.on("replication.cap_start_at_log_end")
                 p.fault_unchecked_epoch = self.faults.on("fetch.last_fetched_epoch_unchecked")
+                p.fault_min_isr_not_capped = self.faults.on("isr.min_isr_not_capped")
                 self.partitions[(topic, index)] = p
             p.min_isr = topic_setting(t.configs, self.config, "min.insync.replicas")
             was_leader = p.is_leader

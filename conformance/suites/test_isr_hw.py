@@ -3,13 +3,13 @@
 Observed only through what clients see: Metadata (leader, leader epoch, ISR), Produce answers, the Fetch
 ``high_watermark``, ListOffsets LATEST and OffsetForLeaderEpoch. The single-broker rules run on every target:
 
-- acks=all is refused with NOT_ENOUGH_REPLICAS, and nothing is appended, when the ISR is smaller than the topic's
-  min.insync.replicas (a 1-replica topic with min.insync.replicas=2);
+- min.insync.replicas above the replication factor counts as the replication factor (a 1-replica topic with
+  min.insync.replicas=2 acknowledges acks=all, Kafka >= 3.7);
 - Fetch's high watermark, ListOffsets LATEST and acks=all Produce answers agree, and the HW never goes back
   whatever offset or size a Fetch reads.
 
 The replication rules (HW = min LEO over the ISR, ISR shrink after replica.lag.time.max.ms and expand on catch-up,
-NOT_ENOUGH_REPLICAS(_AFTER_APPEND), the HW held below min ISR (KAFKA-15583), HW monotonic per leader epoch, truncation by leader epoch after failover) need
+NOT_ENOUGH_REPLICAS before the append when the ISR is below min.insync.replicas and after it, the HW held below min ISR (KAFKA-15583), HW monotonic per leader epoch, truncation by leader epoch after failover) need
 a target with the ``replication`` capability and broker faults (pause/kill); elsewhere they are skipped with the
 capability as reason. They assume ``target.broker_ids`` are Kafka node ids and need 3 brokers.
 """
@@ -44,6 +44,10 @@ rule("ACKS-ALL-MIN-ISR", "Produce with acks=all to a partition whose ISR is smal
      "refused with NOT_ENOUGH_REPLICAS before anything is appended; acks=1 is not affected",
      "kafka.cluster.Partition.appendRecordsToLeader (inSyncSize < minIsr && requiredAcks == -1 → "
      "NotEnoughReplicasException)", SUITE)
+rule("ACKS-ALL-MIN-ISR-ABOVE-RF", "min.insync.replicas larger than the replication factor counts as the replication "
+     "factor: acks=all to a 1-replica topic with min.insync.replicas=2 is appended and acknowledged once its one "
+     "replica has it (Kafka >= 3.7)", "kafka.cluster.Partition.effectiveMinIsr (min(minInSyncReplicas, replicas); "
+     "KAFKA-15583), used by appendRecordsToLeader, checkEnoughReplicasReachOffset and isUnderMinIsr", SUITE)
 rule("HW-CONSISTENT-VIEWS", "the Fetch high_watermark, ListOffsets LATEST (read_uncommitted) and the end of the "
      "last acks=all Produce agree on a partition at rest; with no transaction open the last stable offset (Fetch, "
      "read_committed LATEST) equals them", "Partition.fetchOffsetForTimestamp (LATEST → highWatermark for "
@@ -132,22 +136,21 @@ async def eventually(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
 # ------------------------------------------------------------------------------------------- single broker
 
 
-@pytest.mark.rule("ACKS-ALL-MIN-ISR")
-async def test_acks_all_refused_below_min_insync(wire: Wire) -> None:
-    """A 1-replica topic with min.insync.replicas=2 can never satisfy acks=all; Kafka refuses before appending."""
+@pytest.mark.rule("ACKS-ALL-MIN-ISR-ABOVE-RF")
+async def test_acks_all_min_insync_capped_by_replication_factor(wire: Wire) -> None:
+    """A 1-replica topic with min.insync.replicas=2: its ISR (the one replica) is all the replicas there are, so
+    Kafka (>= 3.7) takes the effective min ISR as 1 and acks=all is acknowledged (the records are appended).
+    (Before Kafka 3.7 this was NOT_ENOUGH_REPLICAS; the refusal below min.insync.replicas is checked on a replicated
+    partition, ACKS-ALL-MIN-ISR.)"""
     topic = await wire.create_topic(partitions=1, replication_factor=1, configs={"min.insync.replicas": "2"})
-    refused = await wire.produce(topic, count=3, acks=-1, check=False)
-    assert refused.error_code == NOT_ENOUGH_REPLICAS, (
-        f"acks=all to {topic} (1 replica, min.insync.replicas=2) answered error {refused.error_code} at offset "
-        f"{refused.base_offset}; Kafka: NOT_ENOUGH_REPLICAS ({NOT_ENOUGH_REPLICAS})")
-    err, latest, _ = await wire.list_offsets(topic, 0, LATEST)
-    fetched = (await wire.fetch([(topic, 0, 0)], max_wait_ms=10, min_bytes=0)).part(topic)
-    assert (err, latest, fetched.offsets) == (NONE, 0, []), (
-        f"a refused acks=all produce must append nothing: ListOffsets LATEST {latest} (error {err}), "
-        f"records at 0: {fetched.offsets}")
-    accepted = await wire.produce(topic, count=2, acks=1, check=False)
-    assert (accepted.error_code, accepted.base_offset) == (NONE, 0), \
-        f"acks=1 ignores min.insync.replicas: {accepted}"
+    acked = await wire.produce(topic, count=3, acks=-1, check=False)
+    assert (acked.error_code, acked.base_offset) == (NONE, 0), (
+        f"acks=all to {topic} (1 replica, min.insync.replicas=2) answered error {acked.error_code} at offset "
+        f"{acked.base_offset}; Kafka >= 3.7: NONE at 0 (effective min ISR = min(2, replication factor 1))")
+    again = await wire.produce(topic, count=1, acks=-1, check=False)
+    assert (again.error_code, again.base_offset) == (NONE, 3), (
+        f"a second acks=all batch after the first three records: error {again.error_code}, offset "
+        f"{again.base_offset}; Kafka >= 3.7: NONE at 3")
 
 
 @pytest.mark.rule("HW-CONSISTENT-VIEWS")
@@ -388,8 +391,10 @@ async def test_isr_shrinks_after_lag_time_and_expands(cluster: Cluster, evidence
 
 
 @REPL
-@pytest.mark.rule("ACKS-ALL-AFTER-SHRINK")
+@pytest.mark.rule("ACKS-ALL-MIN-ISR", "ACKS-ALL-AFTER-SHRINK")
 async def test_acks_all_refused_after_isr_shrinks(cluster: Cluster) -> None:
+    """RF=3, min.insync.replicas=3: one follower stalls out of the ISR; acks=all is refused with
+    NOT_ENOUGH_REPLICAS and nothing is appended, acks=1 still appends."""
     topic, st = await cluster.topic(3, {"min.insync.replicas": "3"})
     leader, lagging, _, leo = await lagging_follower(cluster, topic, st)
     st2, _ = await eventually(lambda: state(leader, topic), lambda s: lagging not in s.isr,

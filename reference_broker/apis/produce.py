@@ -5,8 +5,8 @@ Behavior:
   fails, the connection is closed, the only way to tell the client (KafkaApis.handleProduceRequest); acks=1 is
   answered after the
   leader's append; acks=-1 after the high watermark passes the batch (DelayedProduce), or REQUEST_TIMED_OUT at
-  ``timeout_ms``. With fewer in-sync replicas than ``min.insync.replicas`` (topic config, else broker) acks=-1 fails
-  with NOT_ENOUGH_REPLICAS before appending; when the ISR shrinks below it after the append, the batch answers
+  ``timeout_ms``. With fewer in-sync replicas than ``min.insync.replicas`` (topic config, else broker; at most the
+  replication factor: Kafka >= 3.7's effectiveMinIsr) acks=-1 fails with NOT_ENOUGH_REPLICAS before appending; when the ISR shrinks below it after the append, the batch answers
   NOT_ENOUGH_REPLICAS_AFTER_APPEND once the HW passes it (or REQUEST_TIMED_OUT: the HW is held below min ISR,
   KAFKA-15583). Only the partition's leader appends: others answer NOT_LEADER_OR_FOLLOWER.
 - Each partition carries exactly one record batch v2 (ProduceRequest v3+ rule): zero or several batches, or an
@@ -88,10 +88,10 @@ async def handle(ctx, req):
             if err:
                 results[key] = [err, -1, msg]
                 continue
-            if (acks == -1 and len(p.isr) < p.min_isr
+            if (acks == -1 and len(p.isr) < p.effective_min_isr
                     and not b.faults.on("produce.ignore_min_insync")):
                 results[key] = [E.NotEnoughReplicasError.errno, -1,
-                                f"ISR {sorted(p.isr)} smaller than min.insync.replicas"]
+                                f"ISR {sorted(p.isr)} smaller than min.insync.replicas {p.effective_min_isr}"]
                 continue
             res = p.append_as_leader(bytes(pd.records), header, b.clock.wall_ms())
             results[key] = [res.error, res.base_offset, res.error_message]

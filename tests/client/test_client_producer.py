@@ -275,15 +275,22 @@ def test_produce_versions_old_and_new(broker_bootstrap: str, new_topic, produce_
         assert used == {produce_version}
 
 
-def test_retriable_error_code_is_retried_then_surfaces(broker_bootstrap: str, known_quirk) -> None:
-    """acks=all on a topic whose min.insync.replicas exceeds its replicas: Kafka answers NOT_ENOUGH_REPLICAS
-    (retriable). The producer must retry exactly ``retries`` times, then fail the record with that error."""
-    known_quirk("tansu", "ignores min.insync.replicas: acks=all on RF=1, min.insync.replicas=2 succeeds")
+def test_retriable_error_code_is_retried_then_surfaces(broker_kind: str, tmp_path) -> None:
+    """A retriable error (NOT_ENOUGH_REPLICAS) on every try: the producer must retry exactly ``retries`` times, then
+    fail the record with that error. The error comes from a reference broker of its own under the
+    isr.min_isr_not_capped switch, which refuses acks=all on RF=1 with min.insync.replicas=2 as Kafka < 3.7 did
+    (Kafka >= 3.7 caps min.insync.replicas at the replication factor and accepts it)."""
+    if broker_kind != "reference":
+        pytest.skip("the retriable error comes from a reference broker under a fault switch, started here")
     import uuid
 
+    from fixtures import make_target
     from reference_broker.client.admin import Admin, NewTopic
 
     topic = f"misr-{uuid.uuid4().hex[:8]}"
+    target = make_target("reference", config={"memory": "true", "faults": "isr.min_isr_not_capped"},
+                         work_dir=tmp_path).start()
+    broker_bootstrap = target.bootstrap
 
     async def go():
         async with Admin(broker_bootstrap) as a:
@@ -297,6 +304,9 @@ def test_retriable_error_code_is_retried_then_surfaces(broker_bootstrap: str, kn
             codes = [pp.error_code for r in p.responses for t in r.body.responses for pp in t.partition_responses]
         return err, codes
 
-    err, codes = run(go())
+    try:
+        err, codes = run(go())
+    finally:
+        target.stop()
     assert isinstance(err, Errors.NotEnoughReplicasError)
     assert codes == [Errors.NotEnoughReplicasError.errno] * 3  # first try + 2 retries

@@ -108,12 +108,14 @@ FAULTS = [
      {"OFFSETS-COMMIT-UNKNOWN-MEMBER"}),
     ("offsets.forget_on_restart", OFFSETS, "survive_restart or round_trip", "OFFSETS-DURABLE",
      {"OFFSETS-COMMIT-ROUNDTRIP"}),
-    ("produce.ignore_min_insync", ISR_HW, "min_insync or hw_views", "ACKS-ALL-MIN-ISR", {"HW-CONSISTENT-VIEWS"}),
+    ("isr.min_isr_not_capped", ISR_HW, "capped_by_replication or hw_views", "ACKS-ALL-MIN-ISR-ABOVE-RF",
+     {"HW-CONSISTENT-VIEWS"}),
     # replication rules, each on a fresh 3-broker reference cluster
     ("isr.hw_is_leader_leo", ISR_HW, "min_leo_over_isr", "HW-MIN-LEO-ISR", set()),
     ("isr.never_shrink", ISR_HW, "shrinks_after_lag", "ISR-SHRINK-LAG", set()),
     ("isr.shrink_early", ISR_HW, "shrinks_after_lag", "ISR-SHRINK-LAG", set()),
     ("isr.never_expand", ISR_HW, "shrinks_after_lag", "ISR-EXPAND", set()),
+    ("produce.ignore_min_insync", ISR_HW, "refused_after_isr_shrinks", "ACKS-ALL-MIN-ISR", set()),
     ("produce.ignore_min_insync", ISR_HW, "refused_after_isr_shrinks", "ACKS-ALL-AFTER-SHRINK", set()),
     ("produce.acks_all_ok_after_shrink", ISR_HW, "shrinks_while_waiting", "ACKS-ALL-AFTER-APPEND", set()),
     ("replication.truncate_to_hw", ISR_HW, "across_failover", "HW-FAILOVER", set()),
@@ -279,7 +281,7 @@ def test_isr_hw_suite_passes_on_the_reference_cluster(tmp_path: Path) -> None:
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "isr_hw"}
-    assert declared == set(by_rule(doc)) and len(declared) == 15, declared
+    assert declared == set(by_rule(doc)) and len(declared) == 16, declared
 
 
 def test_clients_suite_passes_against_reference(tmp_path: Path) -> None:
