@@ -70,6 +70,10 @@ FAULTS: dict[str, str] = {
                               "acks=all to such a topic is always NOT_ENOUGH_REPLICAS (Kafka >= 3.7: "
                               "min(min.insync.replicas, replication factor), Partition.effectiveMinIsr) — breaks "
                               "ACKS-ALL-MIN-ISR-ABOVE-RF",
+    "list_offsets.no_offset_not_available": "a fresh leader whose HW is still below its epoch start answers "
+                                            "ListOffsets LATEST with that HW (Kafka: OFFSET_NOT_AVAILABLE, "
+                                            "Partition.fetchOffsetForTimestamp) — breaks "
+                                            "LIST-OFFSETS-NOT-AVAILABLE",
     # clients (conformance/suites/test_clients.py; record rewriting in reference_broker/record_faults.py)
     "fetch.drop_headers": "fetched batches are re-encoded without their record headers (KIP-82) — breaks "
                           "FETCH-RECORDS-AS-PRODUCED",

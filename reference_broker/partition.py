@@ -92,6 +92,7 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.isr: list[int] = list(replicas if isr is None else isr)
         self.pending_isr: list[int] | None = None     # an AlterPartition in flight (Kafka's PendingPartitionChange)
+        self.leader_epoch_start_offset: int | None = None   # the LEO when this replica became leader (makeLeader)
         self.remote: dict[int, ReplicaState] = {}
         # A single-replica log is all committed; otherwise the checkpointed HW (bounded by the LEO), else 0.
         if hw is None:
@@ -142,6 +143,13 @@ class Partition:
     def under_min_isr(self) -> bool:
         """Partition.isUnderMinIsr: the committed ISR (not the maximal one) is below the effective min ISR."""
         return len(self.isr) < self.effective_min_isr
+
+    @property
+    def hw_behind_epoch_start(self) -> bool:
+        """A fresh leader whose HW has not yet reached the start of its epoch: the offsets it would answer a client
+        may be below ones the previous leader already answered (Partition.fetchOffsetForTimestamp)."""
+        start = self.leader_epoch_start_offset
+        return self.is_leader and start is not None and start > self.hw
 
     def end_offset_for(self, isolation: FetchIsolation) -> int:
         if isolation == FetchIsolation.LOG_END:
@@ -207,6 +215,7 @@ class Partition:
         if new_epoch:
             # A new leader knows nothing of its followers yet: they count as caught up now, at LEO unknown (0).
             self.remote = {r: ReplicaState(0, now_ms, now_ms, 0) for r in replicas if r != self.node_id}
+            self.leader_epoch_start_offset = self.log.log_end_offset
             self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
         self.maybe_advance_hw()
         self._changed()
@@ -220,6 +229,7 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.pending_isr = None
         self.remote = {}
+        self.leader_epoch_start_offset = None
         self.hw = min(self.hw, self.log.log_end_offset)
         self._changed()          # parked consumer fetches and produces here must learn we no longer lead
 

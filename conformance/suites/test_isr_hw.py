@@ -37,6 +37,7 @@ from fixtures.target import Target
 SUITE = "isr_hw"
 OFFSET_OUT_OF_RANGE = 1
 REQUEST_TIMED_OUT = 7
+OFFSET_NOT_AVAILABLE = 78
 DEFAULT_LAG_MS = 30_000  # replica.lag.time.max.ms default
 T = TypeVar("T")
 
@@ -105,6 +106,13 @@ rule("FETCH-LAST-FETCHED-EPOCH", "a Fetch (v12+) carrying last_fetched_epoch is 
      "kafka.cluster.Partition.readRecords (lastFetchedEpoch: UNDEFINED epoch end offset → "
      "OffsetOutOfRangeException; epochEndOffset.leaderEpoch < fetchEpoch || endOffset < fetchOffset → "
      "divergingEpoch); KIP-320, KIP-595", SUITE)
+
+rule("LIST-OFFSETS-NOT-AVAILABLE", "a new leader whose high watermark is still below the start of its leader epoch "
+     "answers a consumer's ListOffsets LATEST with OFFSET_NOT_AVAILABLE (v5+) rather than an end offset below the "
+     "one the previous leader answered; once the HW reaches the epoch start it answers the HW",
+     "kafka.cluster.Partition.fetchOffsetForTimestamp (leaderEpochStartOffsetOpt > highWatermark → "
+     "OffsetNotAvailableException for client requests); ReplicaManager.fetchOffset (v5+; LEADER_NOT_AVAILABLE "
+     "before)", SUITE)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -645,3 +653,38 @@ async def test_follower_behind_the_log_start_rejoins(cluster: Cluster, evidence:
                                f"rejoined the ISR in {waited:.0f} s: {st3}")
     err, base, _ = await ops.produce(leader, topic, 0, [b"c0"], acks=-1)
     assert err == NONE and base == 15, f"acks=all with ISR {st3.isr}: error {err}, base {base}"
+
+
+@REPL_KILL
+@pytest.mark.rule("LIST-OFFSETS-NOT-AVAILABLE")
+async def test_list_offsets_not_available_while_hw_lags_epoch_start(cluster: Cluster, evidence: Evidence) -> None:
+    """min.insync.replicas=2. One follower is stopped; two acks=1 records reach the leader and the other follower
+    (the HW stays 10: the stopped follower is in the ISR). The leader is killed; the follower that has the records
+    leads an epoch starting at 12 with HW 10, held below min ISR until the stopped one returns: LATEST must be
+    OFFSET_NOT_AVAILABLE meanwhile, then 12."""
+    topic, st = await cluster.topic(3, {"min.insync.replicas": "2"})
+    leader = await cluster.to(st.leader)
+    err, _, _ = await ops.produce(leader, topic, 0, [f"a{i}".encode() for i in range(10)], acks=-1)
+    assert err == NONE
+    heir, stopped = [r for r in st.replicas if r != st.leader]
+    cluster.pause(stopped)
+    try:
+        err, base, _ = await ops.produce(leader, topic, 0, [b"b0", b"b1"], acks=1)
+        assert err == NONE and base == 10
+        await asyncio.sleep(0.5)                     # `heir` fetches 10..11; the HW stays 10
+        await cluster.kill(st.leader)
+        new = await cluster.to(heir)
+        st2, _ = await eventually(lambda: state(new, topic), lambda s: s.leader == heir, 60)
+        if st2.leader != heir:
+            pytest.skip(f"{heir} did not become the leader (state {st2})")
+        err, latest, _ = await new.list_offsets(topic, 0, LATEST)
+        evidence.note("while_hw_lags", {"leader": heir, "epoch": st2.leader_epoch, "isr": st2.isr, "error": err,
+                                        "offset": latest})
+        assert err == OFFSET_NOT_AVAILABLE, (
+            f"ListOffsets LATEST on the new leader {heir} (epoch {st2.leader_epoch} starting at 12, HW held at 10 "
+            f"with ISR {st2.isr}): error {err}, offset {latest}; Kafka: OFFSET_NOT_AVAILABLE ({OFFSET_NOT_AVAILABLE})")
+    finally:
+        cluster.resume(stopped)
+    (err, latest, _), _ = await eventually(lambda: new.list_offsets(topic, 0, LATEST), lambda r: r[:2] == (NONE, 12),
+                                           60)
+    assert (err, latest) == (NONE, 12), f"once {stopped} is back the HW reaches 12: error {err}, offset {latest}"

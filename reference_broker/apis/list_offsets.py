@@ -9,6 +9,10 @@ Behavior (Kafka ``UnifiedLog.fetchOffsetByTimestamp`` / ``Partition.fetchOffsetF
 - A timestamp >= 0 gives the earliest offset whose timestamp is >= it, only if that offset is below the readable
   end; otherwise offset -1, timestamp -1. Other negative timestamps find nothing (offset -1).
 - Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION; KIP-320 epoch checks (v4+) as in Fetch.
+- A fresh leader whose HW is still below the start of its leader epoch answers a consumer (replica id -1)
+  OFFSET_NOT_AVAILABLE (v5+; LEADER_NOT_AVAILABLE before) for LATEST and for a timestamp lookup that finds
+  nothing below the readable end, instead of an end offset that may be below what the previous leader answered
+  (Partition.fetchOffsetForTimestamp, ReplicaManager.fetchOffset). EARLIEST is always answered.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from ..registry import handles
 API_KEY = 2
 VERSIONS = (1, 9)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LEADER_NOT_AVAILABLE, OFFSET_NOT_AVAILABLE = 5, 78
 
 TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
 PartResp = TopicResp.ListOffsetsPartitionResponse
@@ -57,9 +62,15 @@ def _batch_base(p, offset: int) -> int:
     return b.base_offset if b is not None else offset
 
 
+class NotAvailable(Exception):
+    """Partition.fetchOffsetForTimestamp's OffsetNotAvailableException: the HW lags the epoch start."""
+
+
 def lookup(p, ts: int, replica_id: int, isolation_level: int, faults) -> tuple[int, int, int]:
-    """(offset, timestamp, leader epoch) for one partition."""
+    """(offset, timestamp, leader epoch) for one partition; raises NotAvailable as Kafka throws
+    OffsetNotAvailableException for a consumer while a fresh leader's HW lags its epoch start."""
     end = p.log.log_end_offset if replica_id >= 0 or p.fault_latest_is_leo else p.hw
+    lagging = replica_id == -1 and p.hw_behind_epoch_start and not faults.on("list_offsets.no_offset_not_available")
     if ts == EARLIEST and faults.on("list_offsets.earliest_is_latest"):
         ts = LATEST
     if ts in (EARLIEST, EARLIEST_LOCAL) and not (ts == EARLIEST_LOCAL and faults.on(
@@ -69,6 +80,8 @@ def lookup(p, ts: int, replica_id: int, isolation_level: int, faults) -> tuple[i
     if ts == LATEST_TIERED and faults.on("list_offsets.latest_tiered_is_latest"):
         ts = LATEST
     if ts == LATEST:
+        if lagging:
+            raise NotAvailable()
         if faults.on("list_offsets.latest_minus_one") and end > p.log.log_start_offset:
             end -= 1
         return end, -1, p.leader_epoch
@@ -81,6 +94,8 @@ def lookup(p, ts: int, replica_id: int, isolation_level: int, faults) -> tuple[i
     else:
         found = None
     if found is None or found.offset >= end:
+        if lagging:
+            raise NotAvailable()
         return -1, -1, -1
     off = _batch_base(p, found.offset) if ts >= 0 and faults.on("list_offsets.timestamp_batch_base") else \
         found.offset
@@ -101,7 +116,13 @@ async def handle(ctx, req):
                 continue
             ts = rp.timestamp + 1 if rp.timestamp >= 0 and b.faults.on("list_offsets.timestamp_exclusive") else \
                 rp.timestamp
-            off, ts, epoch = lookup(p, ts, req.replica_id, req.isolation_level, b.faults)
+            try:
+                off, ts, epoch = lookup(p, ts, req.replica_id, req.isolation_level, b.faults)
+            except NotAvailable:
+                err = OFFSET_NOT_AVAILABLE if ctx.api_version >= 5 else LEADER_NOT_AVAILABLE
+                parts.append(PartResp(partition_index=rp.partition_index, error_code=err, timestamp=-1, offset=-1,
+                                      leader_epoch=-1))
+                continue
             if rp.timestamp == EARLIEST and b.faults.on("list_offsets.earliest_is_zero"):
                 off = 0
             if rp.timestamp == LATEST and off > 0 and b.faults.on("list_offsets.latest_is_last_batch_base"):

@@ -14,7 +14,7 @@ import asyncio
 import time
 
 from confluent_kafka import Producer, TopicPartition
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.record.memory_records import MemoryRecords
 from kct_cluster_helpers import admin, create_topic, move_leadership, partition_state, wait_for
 
@@ -205,3 +205,42 @@ def test_follower_behind_the_leaders_log_start_rejoins(make_cluster, tmp_path) -
     assert (start, end) == (12, 16), f"broker {behind}'s log spans {start}..{end}; the leader's is 12..16"
     assert got == [(12, b"b7"), (13, b"b8"), (14, b"b9"), (15, b"c0")], got
     print(f"broker {behind} rejoined {waited:.1f} s after its restart")
+
+
+def test_list_offsets_not_available_while_a_new_leaders_hw_lags_its_epoch_start(make_cluster) -> None:
+    """Issue 18 item 7. Records 10 and 11 are on the leader and one follower only (the other follower is stopped,
+    so the HW stays 10); the leader is killed; the follower that has them leads a new epoch starting at 12 with
+    HW 10, held there (its ISR is below min.insync.replicas=2 until the stopped follower returns). Kafka answers a
+    consumer's ListOffsets LATEST with OFFSET_NOT_AVAILABLE until the HW reaches the epoch start
+    (Partition.fetchOffsetForTimestamp), so a consumer never sees the end offset go back from what the old leader
+    said; before the fix the new leader answered 10."""
+    cluster = make_cluster(**{"min.insync.replicas": "2"})
+    topic = "not-available"
+    create_topic(cluster.bootstrap, topic, 1, 3)
+    assert produce(cluster.bootstrap, topic, [f"a{i}".encode() for i in range(10)]) == []
+    leader, replicas, _ = partition_state(cluster.bootstrap, topic)
+    heir, stopped = [r for r in replicas if r != leader]
+    cluster.pause(stopped)
+    try:
+        assert produce(f"127.0.0.1:{cluster.ports[leader]}", topic, [b"b0", b"b1"], acks="1") == []
+        time.sleep(0.5)                              # `heir` fetches 10..11; the HW stays 10
+        cluster.kill(leader)
+        (new, _, _), _ = wait_for(lambda: partition_state(f"127.0.0.1:{cluster.ports[heir]}", topic),
+                                  lambda s: s[0] == heir, 30, f"{heir} leading after {leader} was killed")
+        got = asyncio.run(list_latest(cluster.ports[heir], topic))
+        assert got[0] == 78, (f"ListOffsets LATEST on the new leader {heir} (epoch start 12, HW 10): error {got[0]}, "
+                              f"offset {got[1]}; Kafka: OFFSET_NOT_AVAILABLE (78)")
+    finally:
+        cluster.resume(stopped)
+    (err, latest), _ = wait_for(lambda: asyncio.run(list_latest(cluster.ports[heir], topic)),
+                                lambda r: r == (0, 12), 30, "LATEST 12 once the stopped follower is back")
+    assert (err, latest) == (0, 12)
+
+
+async def list_latest(port: int, topic: str) -> tuple[int, int]:
+    """(error, offset) of a consumer's ListOffsets v7 LATEST for partition 0."""
+    T = ListOffsetsRequest.ListOffsetsTopic
+    req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[T(name=topic, partitions=[
+        T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
+    pd = (await _call(port, req, 7)).topics[0].partitions[0]
+    return pd.error_code, pd.offset
