@@ -36,6 +36,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "fetch.last_fetched_epoch_unchecked": ("FETCH-LAST-FETCHED-EPOCH",),
     "isr.min_isr_not_capped": ("ACKS-ALL-MIN-ISR-ABOVE-RF",),
     "list_offsets.no_offset_not_available": ("LIST-OFFSETS-NOT-AVAILABLE",),
+    "isr.idle_follower_lags": ("ISR-IDLE-FOLLOWER",),
     # isr_hw: the HW as clients see it
     "fetch.hw_off_by_one": ("HW-CONSISTENT-VIEWS",),
     "fetch.hw_is_read_end": ("HW-MONOTONIC",),

@@ -74,6 +74,9 @@ FAULTS: dict[str, str] = {
                                             "ListOffsets LATEST with that HW (Kafka: OFFSET_NOT_AVAILABLE, "
                                             "Partition.fetchOffsetForTimestamp) — breaks "
                                             "LIST-OFFSETS-NOT-AVAILABLE",
+    "isr.idle_follower_lags": "a follower at the leader's log end that has not fetched for replica.lag.time.max.ms "
+                              "leaves the ISR although no record was written meanwhile (Kafka: caught up, "
+                              "ReplicaState.isCaughtUp) — breaks ISR-IDLE-FOLLOWER",
     # clients (conformance/suites/test_clients.py; record rewriting in reference_broker/record_faults.py)
     "fetch.drop_headers": "fetched batches are re-encoded without their record headers (KIP-82) — breaks "
                           "FETCH-RECORDS-AS-PRODUCED",

@@ -71,10 +71,15 @@ class ReadInfo(NamedTuple):
 class ReplicaState:
     """The leader's view of one follower (Kafka's ``Replica``/``ReplicaState``)."""
 
-    leo: int = 0
+    leo: int = -1                  # -1: unknown until the follower's first fetch to this leader
     last_fetch_ms: float = 0.0
     last_caught_up_ms: float = 0.0
     last_fetch_leader_leo: int = 0
+
+    def is_caught_up(self, leader_leo: int, now_ms: float, lag_ms: float) -> bool:
+        """ReplicaState.isCaughtUp: at the leader's log end (an idle follower is caught up however long ago it
+        fetched), or caught up within replica.lag.time.max.ms."""
+        return self.leo == leader_leo or now_ms - self.last_caught_up_ms <= lag_ms
 
 
 class Partition:
@@ -114,6 +119,12 @@ class Partition:
         self.fault_cap_start_at_end = False     # replication.cap_start_at_log_end fault switch
         self.fault_unchecked_epoch = False      # fetch.last_fetched_epoch_unchecked fault switch
         self.fault_min_isr_not_capped = False   # isr.min_isr_not_capped fault switch
+        self.fault_idle_follower_lags = False   # isr.idle_follower_lags fault switch
+        # Set by the replica manager: the clock, replica.lag.time.max.ms and whether a broker may join the ISR
+        # (registered and unfenced), for the HW's wait on followers about to join the ISR.
+        self.now_ms: Callable[[], float] = lambda: 0.0
+        self.lag_ms: float = 30_000
+        self.isr_eligible: Callable[[int], bool] = lambda r: True
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -173,16 +184,24 @@ class Partition:
         self.on_change(self, kind)
 
     def maybe_advance_hw(self) -> bool:
-        """HW = min LEO over the maximal ISR; never backwards (Partition.maybeIncrementLeaderHW); held while the
-        committed ISR is below the effective min ISR (KAFKA-15583: isUnderMinIsr)."""
+        """HW = min LEO over the maximal ISR and the caught-up followers about to join it; never backwards
+        (Partition.maybeIncrementLeaderHW); held while the committed ISR is below the effective min ISR
+        (KAFKA-15583: isUnderMinIsr)."""
         if not self.is_leader:
             return False
         isr = self.maximal_isr
         if self.hw_respects_min_isr and self.under_min_isr:
             return False
-        leos = [self.log.log_end_offset if r == self.node_id or self.fault_hw_is_leader_leo
+        leader_leo = self.log.log_end_offset
+        leos = [leader_leo if r == self.node_id or self.fault_hw_is_leader_leo
                 else self.remote.get(r, ReplicaState()).leo for r in isr]
-        new = min(leos) if leos else self.log.log_end_offset
+        if not self.fault_hw_is_leader_leo:
+            # shouldWaitForReplicaToJoinIsr: a caught-up, eligible follower outside the ISR is about to join it;
+            # the HW waits for it too, so it does not join with records below the HW it lacks.
+            now = self.now_ms()
+            leos += [st.leo for r, st in sorted(self.remote.items()) if r not in isr
+                     and st.is_caught_up(leader_leo, now, self.lag_ms) and self.isr_eligible(r)]
+        new = min(leos) if leos else leader_leo
         if new > self.hw:
             self.hw = new
             return True
@@ -213,8 +232,10 @@ class Partition:
         if new_epoch and self.fault_truncate_to_hw and was_follower and self.hw < self.log.log_end_offset:
             self.log.truncate_to(self.hw)          # the pre-KIP-101 bug, on purpose
         if new_epoch:
-            # A new leader knows nothing of its followers yet: they count as caught up now, at LEO unknown (0).
-            self.remote = {r: ReplicaState(0, now_ms, now_ms, 0) for r in replicas if r != self.node_id}
+            # A new leader knows nothing of its followers yet (LEO unknown): those in the ISR count as caught up
+            # now, the others as never caught up, so they hold no HW back (Replica.resetReplicaState).
+            self.remote = {r: ReplicaState(-1, 0.0, now_ms if r in isr else 0.0, -1)
+                           for r in replicas if r != self.node_id}
             self.leader_epoch_start_offset = self.log.log_end_offset
             self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
         self.maybe_advance_hw()
@@ -272,11 +293,14 @@ class Partition:
         return st.leo >= self.hw and st.leo >= epoch_start
 
     def out_of_sync_replicas(self, now_ms: float, lag_ms: int) -> list[int]:
-        """Partition.getOutOfSyncReplicas: ISR followers not caught up within replica.lag.time.max.ms."""
+        """Partition.getOutOfSyncReplicas: ISR followers neither at the leader's log end nor caught up within
+        replica.lag.time.max.ms (isFollowerOutOfSync)."""
         if not self.is_leader or self.pending_isr is not None:
             return []
+        leader_leo = self.log.log_end_offset
         return [r for r in self.isr if r != self.node_id
-                and now_ms - self.remote.get(r, ReplicaState(0, now_ms, now_ms)).last_caught_up_ms > lag_ms]
+                and not self.remote.get(r, ReplicaState(-1, now_ms, now_ms)).is_caught_up(
+                    -2 if self.fault_idle_follower_lags else leader_leo, now_ms, lag_ms)]
 
     # -- follower ---------------------------------------------------------------------------------------------
 

@@ -248,6 +248,10 @@ class ReplicaManager:
                 p.fault_cap_start_at_end = self.faults.on("replication.cap_start_at_log_end")
                 p.fault_unchecked_epoch = self.faults.on("fetch.last_fetched_epoch_unchecked")
                 p.fault_min_isr_not_capped = self.faults.on("isr.min_isr_not_capped")
+                p.fault_idle_follower_lags = self.faults.on("isr.idle_follower_lags")
+                p.now_ms = lambda: self.clock.monotonic() * 1000
+                p.lag_ms = self.config["replica.lag.time.max.ms"]
+                p.isr_eligible = self._may_join
                 self.partitions[(topic, index)] = p
             p.min_isr = topic_setting(t.configs, self.config, "min.insync.replicas")
             was_leader = p.is_leader

@@ -114,6 +114,11 @@ rule("LIST-OFFSETS-NOT-AVAILABLE", "a new leader whose high watermark is still b
      "OffsetNotAvailableException for client requests); ReplicaManager.fetchOffset (v5+; LEADER_NOT_AVAILABLE "
      "before)", SUITE)
 
+rule("ISR-IDLE-FOLLOWER", "a follower at the leader's log end is in sync however long ago it fetched: stopped while "
+     "nothing is written it stays in the ISR past replica.lag.time.max.ms (until its broker is fenced), and leaves "
+     "once a record is written and it does not fetch it", "kafka.cluster.ReplicaState.isCaughtUp (leaderEndOffset "
+     "== logEndOffset || lastCaughtUpTime within replicaMaxLagMs); Partition.getOutOfSyncReplicas", SUITE)
+
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -288,6 +293,18 @@ class Cluster:
                 return int(found["replica.lag.time.max.ms"])
         settings = self.target.config().get("settings", {})
         return int(settings.get("replica.lag.time.max.ms", DEFAULT_LAG_MS))
+
+    async def broker_setting(self, name: str, default: int) -> int:
+        """A broker setting: DescribeConfigs if served, else the target's settings, else ``default``."""
+        w = await self.observer()
+        for node in sorted(self.brokers):
+            try:
+                found = await ops.broker_configs(w, node, [name])
+            except AssertionError:
+                break
+            if found and name in found:
+                return int(found[name])
+        return int(self.target.config().get("settings", {}).get(name, default))
 
     def pause(self, node: int) -> None:
         self.target.pause_broker(node)
@@ -688,3 +705,34 @@ async def test_list_offsets_not_available_while_hw_lags_epoch_start(cluster: Clu
     (err, latest, _), _ = await eventually(lambda: new.list_offsets(topic, 0, LATEST), lambda r: r[:2] == (NONE, 12),
                                            60)
     assert (err, latest) == (NONE, 12), f"once {stopped} is back the HW reaches 12: error {err}, offset {latest}"
+
+
+@REPL
+@pytest.mark.rule("ISR-IDLE-FOLLOWER")
+async def test_idle_follower_stays_in_sync(cluster: Cluster, evidence: Evidence) -> None:
+    """All followers at the log end; one is stopped and nothing is written for 1.5 x replica.lag.time.max.ms + 2 s:
+    it stays in the ISR. Then one record (acks=1): it leaves within the lag check."""
+    lag_ms = await cluster.lag_ms()
+    session_ms = await cluster.broker_setting("broker.session.timeout.ms", 9000)
+    idle_ms = lag_ms * 1.5 + 2000
+    if idle_ms + 1500 > session_ms:
+        pytest.skip(f"replica.lag.time.max.ms {lag_ms}: an idle wait of {idle_ms:.0f} ms would outlast "
+                    f"broker.session.timeout.ms {session_ms} (the stopped broker would be fenced)")
+    topic, st = await cluster.topic(3)
+    leader = await cluster.to(st.leader)
+    err, _, _ = await ops.produce(leader, topic, 0, [b"x0", b"x1", b"x2"], acks=-1)
+    assert err == NONE
+    await asyncio.sleep(1.0)                          # every follower fetches at the log end (3)
+    idle = next(r for r in st.replicas if r != st.leader)
+    cluster.pause(idle)
+    await asyncio.sleep(idle_ms / 1000)
+    now = await state(leader, topic)
+    evidence.note("after_idle", {"stopped": idle, "idle_ms": idle_ms, "lag_ms": lag_ms, "isr": now.isr})
+    assert idle in now.isr, (
+        f"follower {idle}, stopped at the leader's log end with nothing written for {idle_ms:.0f} ms, left the ISR "
+        f"{now.isr}; it is caught up (at the log end) whatever replica.lag.time.max.ms ({lag_ms}) says")
+    err, _, _ = await ops.produce(leader, topic, 0, [b"y0"], acks=1)
+    assert err == NONE
+    st2, waited = await eventually(lambda: state(leader, topic), lambda s: idle not in s.isr, lag_ms * 1.5 / 1000 + 5)
+    evidence.timing("leaves_after_a_write", waited * 1000, expect_max_ms=lag_ms * 1.5 + 3000)
+    assert idle not in st2.isr, f"after a write the stopped follower {idle} is behind and must leave: {st2}"

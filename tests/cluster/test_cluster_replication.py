@@ -244,3 +244,31 @@ async def list_latest(port: int, topic: str) -> tuple[int, int]:
         T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
     pd = (await _call(port, req, 7)).topics[0].partitions[0]
     return pd.error_code, pd.offset
+
+
+def test_idle_stopped_follower_stays_in_the_isr_until_records_arrive(make_cluster) -> None:
+    """Issue 18 item 8. A follower at the leader's log end is caught up however long ago it fetched
+    (ReplicaState.isCaughtUp: leaderEndOffset == logEndOffset): stopped while nothing is written, it stays in the
+    ISR past replica.lag.time.max.ms (until the controller fences it, broker.session.timeout.ms); the first record
+    written then puts it behind, and it leaves within the lag check. Before the fix it left after the lag time,
+    records or not."""
+    cluster = make_cluster(**{"replica.lag.time.max.ms": "1500", "broker.session.timeout.ms": "15000"})
+    topic = "idle"
+    create_topic(cluster.bootstrap, topic, 1, 3)
+    assert produce(cluster.bootstrap, topic, [b"x0", b"x1", b"x2"]) == []
+    leader, replicas, _ = partition_state(cluster.bootstrap, topic)
+    idle = next(r for r in replicas if r != leader)
+    at_leader = f"127.0.0.1:{cluster.ports[leader]}"
+    time.sleep(1.0)                                    # every follower has fetched at the log end (3)
+    cluster.pause(idle)
+    try:
+        time.sleep(4.0)                                # > 1.5 x lag + slack, < the session timeout
+        _, _, isr = partition_state(at_leader, topic)
+        assert idle in isr, (f"follower {idle}, stopped at the leader's log end with nothing written since, left "
+                             f"the ISR {isr} after the lag time; Kafka keeps it (caught up: at the log end)")
+        assert produce(at_leader, topic, [b"y0"], acks="1") == []
+        (_, _, isr), waited = wait_for(lambda: partition_state(at_leader, topic), lambda s: idle not in s[2], 6,
+                                       f"{idle} out of the ISR once a record is written")
+        assert waited <= 1.5 * 1.5 + 2, waited
+    finally:
+        cluster.resume(idle)

@@ -108,6 +108,7 @@ FAULTS = [
      {"OFFSETS-COMMIT-UNKNOWN-MEMBER"}),
     ("offsets.forget_on_restart", OFFSETS, "survive_restart or round_trip", "OFFSETS-DURABLE",
      {"OFFSETS-COMMIT-ROUNDTRIP"}),
+    ("isr.idle_follower_lags", ISR_HW, "idle_follower", "ISR-IDLE-FOLLOWER", set()),
     ("list_offsets.no_offset_not_available", ISR_HW, "not_available_while", "LIST-OFFSETS-NOT-AVAILABLE", set()),
     ("isr.min_isr_not_capped", ISR_HW, "capped_by_replication or hw_views", "ACKS-ALL-MIN-ISR-ABOVE-RF",
      {"HW-CONSISTENT-VIEWS"}),
@@ -282,7 +283,7 @@ def test_isr_hw_suite_passes_on_the_reference_cluster(tmp_path: Path) -> None:
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "isr_hw"}
-    assert declared == set(by_rule(doc)) and len(declared) == 17, declared
+    assert declared == set(by_rule(doc)) and len(declared) == 18, declared
 
 
 def test_clients_suite_passes_against_reference(tmp_path: Path) -> None:
