@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fixtures.target import TargetUsageError
 
-KNOWN_TARGETS = ("reference", "tansu", "docker", "live")
+KNOWN_TARGETS = ("reference", "kafka", "tansu", "docker", "live")
 
 
 def _targets(value: str) -> list[str]:

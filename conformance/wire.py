@@ -329,9 +329,33 @@ class Wire:
             t = md.get(name)
             if t and t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
                     p["leader"] >= 0 for p in t["partitions"].values()):
-                return name
+                if await self._leaders_serve(name, t["partitions"], md["_brokers"]):
+                    return name
             await asyncio.sleep(0.05)
-        raise TargetDiverged(f"topic {name} created but Metadata never showed {partitions} partitions with leaders")
+        raise TargetDiverged(f"topic {name} created but Metadata never showed {partitions} partitions with leaders "
+                             "that serve them")
+
+    async def _leaders_serve(self, topic: str, parts: dict[int, Any], brokers: dict[int, tuple[str, int]]) -> bool:
+        """True once each partition's leader answers ListOffsets for it without a leadership error.
+
+        Kafka's brokers update the Metadata cache before their replica manager applies the same metadata
+        (BrokerMetadataPublisher), so for a moment a new topic's leader answers NOT_LEADER_OR_FOLLOWER; clients
+        retry that, and a check must not start inside the window (Kafka's own tests wait the same way)."""
+        T = ListOffsetsRequest.ListOffsetsTopic
+        by_leader: dict[int, list[int]] = {}
+        for index, p in parts.items():
+            by_leader.setdefault(p["leader"], []).append(index)
+        for leader, indexes in sorted(by_leader.items()):
+            if leader not in brokers:
+                return False
+            w = await self.sibling(*brokers[leader])
+            req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[T(name=topic, partitions=[
+                T.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=LATEST)
+                for i in sorted(indexes)])])
+            r = await w.request("ListOffsets", req, record=False)
+            if any(p.error_code in (3, 5, 6) for t in r.body.topics for p in t.partitions):
+                return False   # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
+        return True
 
     async def create_topic_code(self, name: str, partitions: int = 1, replication_factor: int = -1,
                                 configs: dict[str, str] | None = None) -> tuple[int, str | None]:
