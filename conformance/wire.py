@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,8 @@ API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCo
             "DescribeConfigs": 32, "ElectLeaders": 43}
 EARLIEST, LATEST = -2, -1
 NONE = 0
+# FindCoordinator answers a client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+RETRIABLE_COORDINATOR = frozenset({14, 15, 16})
 GZIP = 1  # record batch compression codec (attributes bits 0-2)
 DEFAULT_TIMEOUT_S = 30.0
 _topic_seq = itertools.count()
@@ -398,12 +401,37 @@ class Wire:
         r = await self.request("FindCoordinator", FindCoordinatorRequest(key=group, key_type=0))
         return r.body.error_code, r.body.host, r.body.port
 
-    async def coordinator(self, group: str) -> Wire:
-        """A Wire to the group's coordinator (FindCoordinator v3), closed with this one."""
-        err, host, port = await self.find_coordinator(group)
-        if err:
-            raise TargetDiverged(f"FindCoordinator({group}) error {err}")
-        return await self.sibling(host, port)
+    async def coordinator(self, group: str, *, within_s: float = 20.0) -> Wire:
+        """A Wire to the group's coordinator (FindCoordinator v3), closed with this one.
+
+        COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR are retriable (Kafka's
+        Errors: RetriableException) and every client retries them: Kafka answers them while `__consumer_offsets`
+        is being created or its partition loaded after a restart. Retried for ``within_s``; other errors at once."""
+        deadline = time.monotonic() + within_s
+        while True:
+            err, host, port = await self.find_coordinator(group)
+            if not err:
+                return await self.sibling(host, port)
+            if err not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                raise TargetDiverged(f"FindCoordinator({group}) error {err}"
+                                     + (f" for {within_s:g} s" if err in RETRIABLE_COORDINATOR else ""))
+            await asyncio.sleep(0.1)
+
+    async def coordinator_ready(self, group: str, *, within_s: float = 30.0) -> None:
+        """Until ``group``'s coordinator answers OffsetFetch without a coordinator error: setup for checks whose rule
+        is not about coordinators. A fresh Kafka creates `__consumer_offsets` on the first FindCoordinator and
+        answers NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until its partition is loaded; some clients do not
+        recover from that (librdkafka#5586: an OffsetFetch refused that way leaves an assigned partition unstarted)."""
+        deadline = time.monotonic() + within_s
+        while True:
+            co = await self.coordinator(group, within_s=max(0.1, deadline - time.monotonic()))
+            top, parts = await co.offset_fetch_full(group, [(f"{group}-probe", 0)])
+            codes = {top, *(e for *_rest, e in parts.values())}
+            if not codes & RETRIABLE_COORDINATOR:
+                return
+            if time.monotonic() > deadline:
+                raise TargetDiverged(f"group {group}: OffsetFetch still answered {sorted(codes)} after {within_s:g} s")
+            await asyncio.sleep(0.1)
 
     # -- produce ---------------------------------------------------------------------------------------------
     def produce_request(self, topic: str, partition: int, batch: bytes, acks: int = -1,

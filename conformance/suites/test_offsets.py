@@ -83,7 +83,7 @@ rule("CONSUMER-RESUME-COMMITTED", "A consumer starts exactly at its group's last
      "refreshCommittedOffsetsIfNeeded / seek; Fetcher (CompletedFetch skips records below the fetch position)",
      SUITE)
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("group_coordinator_ready")]
 CLIENT_TIMEOUT_S = 20.0
 
 
@@ -285,18 +285,16 @@ async def test_committed_offsets_survive_restart(fresh_target, wire_factory, evi
     group = unique_name("g")
     async with await wire_factory(target=fresh_target) as w:
         topic = await w.create_topic(partitions=2)
+        await w.coordinator_ready(group)          # setup: a fresh target's coordinator may still be loading
         co = await w.coordinator(group)
         codes = await co.offset_commit(group, {(topic, 0): (11, "before-restart"), (topic, 1): (2, "x")})
         assert set(codes.values()) == {0}, f"commit answered {codes}"
     fresh_target.restart()
     evidence.note("restarted", fresh_target.describe().get("bootstrap"))
-    for _attempt in range(50):  # the coordinator may need a moment to load the offsets log
-        async with await wire_factory(target=fresh_target) as w:
-            co = await w.coordinator(group)
-            got = await co.offset_fetch(group, [(topic, 0), (topic, 1)])
-        if all(e not in (14, 15) for _o, _m, e in got.values()):  # COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE
-            break
-        await asyncio.sleep(0.2)
+    async with await wire_factory(target=fresh_target) as w:
+        await w.coordinator_ready(group)          # the restarted coordinator loads the offsets log first
+        co = await w.coordinator(group)
+        got = await co.offset_fetch(group, [(topic, 0), (topic, 1)])
     evidence.note("after_restart", {f"{t}/{p}": v for (t, p), v in got.items()})
     assert got[(topic, 0)][:2] == (11, "before-restart"), f"after restart partition 0: {got[(topic, 0)]}"
     assert got[(topic, 1)][0] == 2, f"after restart partition 1: {got[(topic, 1)]}"
