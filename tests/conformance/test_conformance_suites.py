@@ -31,14 +31,15 @@ REBALANCE = "conformance/suites/test_rebalance.py"
 CLIENTS = "conformance/suites/test_clients.py"
 
 
-def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results") -> dict:
-    """Run suites in a child pytest against a reference target; return the parsed results file."""
+def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results", target: str = "reference",
+               timeout_s: float = 280) -> dict:
+    """Run suites in a child pytest against a target (the reference by default); return the parsed results file."""
     results = tmp_path / f"{name}.json"
-    cmd = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", "--target", "reference",
+    cmd = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", "--target", target,
            "--kct-results-file", str(results), *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        out, err = proc.communicate(timeout=280)
+        out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         # SIGINT, not SIGKILL first: the child's fixtures then stop its brokers by PID, and pytest prints where the
         # check was stuck. (A kill once left two brokers listening after a hung row.)
@@ -48,7 +49,7 @@ def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "resul
         except subprocess.TimeoutExpired:
             proc.kill()
             out, err = proc.communicate()
-        raise AssertionError(f"the suite run did not finish within 280 s: {' '.join(cmd[3:])}\n{out[-4000:]}"
+        raise AssertionError(f"the suite run did not finish within {timeout_s:g} s: {' '.join(cmd[3:])}\n{out[-4000:]}"
                              f"\n{err[-3000:]}") from None
     assert proc.returncode in (0, 1), f"pytest could not run the suite ({proc.returncode}):\n{out[-3000:]}" \
                                       f"\n{err[-3000:]}"
