@@ -327,6 +327,10 @@ class Wire:
         code, message = await self.create_topic_code(name, partitions, replication_factor, configs)
         if code not in (0, 36):  # 36 TOPIC_ALREADY_EXISTS: fine for a name we chose to reuse
             raise TargetDiverged(f"CreateTopics {name} failed with error {code}: {message}")
+        return await self.wait_topic_ready(name, partitions)
+
+    async def wait_topic_ready(self, name: str, partitions: int) -> str:
+        """Until Metadata shows a leader for each of the topic's partitions and each leader serves it."""
         for _ in range(100):
             md = await self.metadata([name], record=False)
             t = md.get(name)

@@ -143,11 +143,13 @@ async def coordinator(bootstrap: str, group: str, client_id: str = "kct-conforma
     """A Wire of its own to the group's coordinator (asked of the bootstrap broker, which is closed again)."""
     boot = await connect_bootstrap(bootstrap, client_id, evidence=evidence)
     try:
-        err, host, port = await boot.find_coordinator(group)
+        # retriable coordinator errors are retried as clients do (a fresh Kafka creates __consumer_offsets first)
+        co = await boot.coordinator(group)
+        host, port = co.conn.host, co.conn.port
+    except AssertionError as exc:
+        raise RuntimeError(str(exc)) from None
     finally:
         await boot.close()
-    if err:
-        raise RuntimeError(f"FindCoordinator({group!r}) answered error {err}")
     return await connect(host, port, client_id, evidence=evidence)
 
 
