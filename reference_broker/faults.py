@@ -113,6 +113,10 @@ FAULTS: dict[str, str] = {
     "fetch.min_bytes_uncapped": "a parked fetch counts every byte after its fetch offset toward min_bytes, not at "
                                 "most partition_max_bytes per partition (DelayedFetch.tryComplete caps) — breaks "
                                 "FETCH-MINBYTES-PARTITION-CAP",
+    # produce (idempotent producers, conformance/suites/test_produce.py)
+    "init_producer_id.bump_epoch": "InitProducerId without a transactional id that names the producer's current id "
+                                   "and epoch answers the same id with the epoch bumped (Kafka: a new id, epoch 0) "
+                                   "— breaks INIT-PRODUCER-ID-IDEMPOTENT",
     # group (rebalance suite): one switch per classic-group rule, each named after the mechanism it breaks
     "group.describe_completing_as_stable": "DescribeGroups reports CompletingRebalance as Stable — breaks GROUP-STATES",
     "group.initial_delay_quarter": "the first rebalance of an Empty group waits a quarter of "
