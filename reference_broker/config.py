@@ -44,6 +44,9 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "offsets.topic.num.partitions": (int, 50),
     "offsets.retention.minutes": (int, 10_080),
     "offsets.commit.timeout.ms": (int, 5_000),
+    # idempotent producer state (Kafka's ProducerStateManagerConfig / UnifiedLog's expiration check)
+    "producer.id.expiration.ms": (int, 86_400_000),
+    "producer.id.expiration.check.interval.ms": (int, 600_000),
     "cluster.id": (str, "reference-cluster-0000"),
 }
 

@@ -117,6 +117,13 @@ FAULTS: dict[str, str] = {
     "init_producer_id.bump_epoch": "InitProducerId without a transactional id that names the producer's current id "
                                    "and epoch answers the same id with the epoch bumped (Kafka: a new id, epoch 0) "
                                    "— breaks INIT-PRODUCER-ID-IDEMPOTENT",
+    "produce.duplicate_window_one": "a retry is recognised as a duplicate only of the producer's last batch, not of "
+                                    "its last five (Kafka: ProducerStateEntry keeps NUM_BATCHES_TO_RETAIN = 5) — "
+                                    "breaks PRODUCE-IDEMPOTENT-DUPLICATE",
+    "produce.producer_state_not_loaded": "a log opened at broker start has no idempotent producer state (no "
+                                         "snapshot read, no log replay), so a restarted broker that becomes leader "
+                                         "appends a retry again (Kafka: LogLoader rebuilds it) — breaks "
+                                         "PRODUCE-IDEMPOTENT-FAILOVER",
     # group (rebalance suite): one switch per classic-group rule, each named after the mechanism it breaks
     "group.describe_completing_as_stable": "DescribeGroups reports CompletingRebalance as Stable — breaks GROUP-STATES",
     "group.initial_delay_quarter": "the first rebalance of an Empty group waits a quarter of "

@@ -5,6 +5,8 @@ follower, stop and delete replicas), owns the fetch and produce purgatories (key
 follower fetches on led partitions, shrinks the ISR of followers that lag more than replica.lag.time.max.ms
 (``maybeShrinkIsr`` on a timer) and expands it when they catch up — both through the controller with
 AlterPartition — and checkpoints the high watermarks (``replication-offset-checkpoint``) so a restart keeps them.
+Every producer.id.expiration.check.interval.ms it drops idle idempotent producers from each log's producer state
+(Kafka's per-log PeriodicProducerExpirationCheck).
 
 Threading rule: everything runs on the broker's event loop; timers come from the Clock.
 """
@@ -23,6 +25,7 @@ from .config import BrokerConfig
 from .faults import Faults
 from .log.base import Log
 from .log.memory import MemoryLog
+from .log.producer_state import ProducerStateConfig
 from .metadata.image import Delta, MetadataImage, PartitionState
 from .partition import Partition
 from .purgatory import (
@@ -102,12 +105,14 @@ class ReplicaManager:
     # -- metadata (ReplicaManager.applyDelta) -----------------------------------------------------------------
 
     def _open_log(self, topic: str, index: int) -> Log:
+        producers = ProducerStateConfig.from_broker_config(
+            self.config, load_on_open=not self.faults.on("produce.producer_state_not_loaded"))
         if self.data_dir is None:
-            return MemoryLog()
+            return MemoryLog(clock=self.clock, producer_state=producers)
         from .log.file import FileLog, FileLogConfig
 
         return FileLog(self.data_dir / f"{topic}-{index}", FileLogConfig.from_broker_config(self.config),
-                       clock=self.clock)
+                       clock=self.clock, producer_state=producers)
 
     def apply_delta(self, image: MetadataImage, delta: Delta) -> None:
         self.image = image
@@ -145,6 +150,8 @@ class ReplicaManager:
                 p.fault_hw_is_leader_leo = self.faults.on("isr.hw_is_leader_leo")
                 p.fault_truncate_to_hw = self.faults.on("replication.truncate_to_hw")
                 p.fault_latest_is_leo = self.faults.on("list_offsets.latest_is_leo")
+                if self.faults.on("produce.duplicate_window_one"):
+                    p.duplicate_window = 1
                 self.partitions[(topic, index)] = p
             p.min_isr = topic_setting(t.configs, self.config, "min.insync.replicas")
             was_leader = p.is_leader
@@ -229,7 +236,21 @@ class ReplicaManager:
             self.checkpoint_hws()
             self._timers[1] = self.clock.call_later(1.0, checkpoint_tick)
 
-        self._timers = [self.clock.call_later(lag_s / 2, shrink_tick), self.clock.call_later(1.0, checkpoint_tick)]
+        expire_s = self.config["producer.id.expiration.check.interval.ms"] / 1000
+
+        def expire_tick() -> None:
+            self.remove_expired_producers()
+            self._timers[2] = self.clock.call_later(expire_s, expire_tick)
+
+        self._timers = [self.clock.call_later(lag_s / 2, shrink_tick), self.clock.call_later(1.0, checkpoint_tick),
+                        self.clock.call_later(expire_s, expire_tick)]
+
+    def remove_expired_producers(self) -> None:
+        """Drop producers idle for producer.id.expiration.ms from every log (UnifiedLog.removeExpiredProducers)."""
+        now = self.clock.wall_ms()
+        for p in list(self.partitions.values()):
+            if not p.deleted:
+                p.log.producer_state.remove_expired(now)
 
     # -- high watermark checkpoint ----------------------------------------------------------------------------
 
