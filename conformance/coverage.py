@@ -92,6 +92,10 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "group.expired_member_zombie": ("GROUP-EXPIRED-REJOIN",),
     "group.leader_member_list_capped": ("GROUP-MANY-MEMBERS",),
     "group.left_out_member_refused": ("GROUP-SYNC-ASSIGNMENT",),
+    # produce (idempotent producers)
+    "init_producer_id.bump_epoch": ("INIT-PRODUCER-ID-IDEMPOTENT",),
+    "produce.duplicate_window_one": ("PRODUCE-IDEMPOTENT-DUPLICATE",),
+    "produce.producer_state_not_loaded": ("PRODUCE-IDEMPOTENT-FAILOVER",),
 }
 
 

@@ -112,9 +112,12 @@ def keyed_batch(payloads: Sequence[bytes | None], *, keys: Sequence[bytes | None
 
 
 def idempotent_batch(payloads: Sequence[bytes | None], producer_id: int, producer_epoch: int, base_sequence: int,
-                     *, timestamp_ms: int = 1_700_000_000_000) -> bytes:
+                     *, timestamp_ms: int | None = None) -> bytes:
     """One record batch v2 as an idempotent producer sends it: producer id, epoch and the sequence of its first
-    record (KIP-98). Sending the same bytes again is exactly a producer's retry of that batch."""
+    record (KIP-98). Sending the same bytes again is exactly a producer's retry of that batch. Timestamps default
+    to now: brokers expire producer state by its batches' timestamps (producer.id.expiration.ms)."""
+    if timestamp_ms is None:
+        timestamp_ms = int(time.time() * 1000)
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=producer_id,
                                   producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 30)
     for i, v in enumerate(payloads):

@@ -29,6 +29,7 @@ OFFSETS = "conformance/suites/test_offsets.py"
 ISR_HW = "conformance/suites/test_isr_hw.py"
 REBALANCE = "conformance/suites/test_rebalance.py"
 CLIENTS = "conformance/suites/test_clients.py"
+PRODUCE = "conformance/suites/test_produce.py"
 
 
 def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results", target: str = "reference",
@@ -245,6 +246,13 @@ FAULTS = [
      {"GROUP-JOIN-REBALANCE"}),
     ("group.left_out_member_refused", REBALANCE, "its_assignment or many_members or leave_starts", "GROUP-SYNC-ASSIGNMENT",
      {"GROUP-MANY-MEMBERS", "GROUP-LEAVE-REBALANCE"}),
+    # produce: idempotent producers (the failover check on a fresh 3-broker cluster)
+    ("init_producer_id.bump_epoch", PRODUCE, "init_producer_id or recent_batch", "INIT-PRODUCER-ID-IDEMPOTENT",
+     {"PRODUCE-IDEMPOTENT-DUPLICATE"}),
+    ("produce.duplicate_window_one", PRODUCE, "recent_batch or init_producer_id", "PRODUCE-IDEMPOTENT-DUPLICATE",
+     {"INIT-PRODUCER-ID-IDEMPOTENT"}),
+    ("produce.producer_state_not_loaded", PRODUCE, "after_failover or recent_batch", "PRODUCE-IDEMPOTENT-FAILOVER",
+     {"PRODUCE-IDEMPOTENT-DUPLICATE"}),
 ]
 
 
@@ -257,6 +265,7 @@ def test_faults_table_is_the_rule_switch_matrix() -> None:
         test_fetch,
         test_isr_hw,
         test_offsets,
+        test_produce,
         test_rebalance,
     )
 
@@ -290,6 +299,16 @@ def test_clients_suite_passes_against_reference(tmp_path: Path) -> None:
     (hist,) = read_history(doc["history"])
     assert {"send", "poll", "assign", "commit"} <= {op["f"] for op in hist.ops}
     assert doc["duration_s"] < 60, f"the clients suite took {doc['duration_s']} s against the reference broker"
+
+
+def test_produce_suite_passes_on_the_reference(tmp_path: Path) -> None:
+    """Every produce rule runs (none skipped: the failover check gets a fresh 3-broker cluster) and passes."""
+    doc = run_suites(tmp_path, [PRODUCE], name="produce")
+    outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
+    assert all(o == "pass" for o, _ in outcomes.values()), outcomes
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "produce"}
+    assert declared == set(by_rule(doc)) and len(declared) == 3, declared
+    assert doc["duration_s"] < 90, f"the produce suite took {doc['duration_s']} s against the reference broker"
 
 
 def test_rebalance_suite_passes_on_the_reference(tmp_path: Path) -> None:
