@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
 from confluent_kafka import Producer
 
 from conformance.properties import ops
@@ -114,12 +115,13 @@ def produce_idempotent(bootstrap: str, topic: str, n: int, size: int = 0) -> lis
     return offsets
 
 
-async def test_follower_truncation_keeps_producers_below_the_truncation_point(make_cluster) -> None:
+@pytest.mark.parametrize("storage", ["durable", "memory"])
+async def test_follower_truncation_keeps_producers_below_the_truncation_point(make_cluster, storage: str) -> None:
     """Producer P writes three acks=all batches (on every replica). With the followers paused, the leader L takes
     producer Q's batch B (acks=1) only it holds. L is paused until fenced, a follower N leads and writes C at B's
     offset; L resumes, truncates B away (diverging epoch) and follows. Leadership moves back to L: P's retry is a
     duplicate at its original offset; Q's retry of B is new data (appended after C), not a duplicate of C."""
-    cluster = make_cluster(**{"min.insync.replicas": "1"})
+    cluster = make_cluster(memory=storage == "memory", **{"min.insync.replicas": "1"})
     nodes = Nodes(cluster)
     try:
         boot = await nodes.to(0)
