@@ -96,6 +96,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "init_producer_id.bump_epoch": ("INIT-PRODUCER-ID-IDEMPOTENT",),
     "produce.duplicate_window_one": ("PRODUCE-IDEMPOTENT-DUPLICATE",),
     "produce.producer_state_not_loaded": ("PRODUCE-IDEMPOTENT-FAILOVER",),
+    "replication.truncation_forgets_producers": ("PRODUCE-IDEMPOTENT-TRUNCATION",),
 }
 
 

@@ -124,6 +124,10 @@ FAULTS: dict[str, str] = {
                                          "snapshot read, no log replay), so a restarted broker that becomes leader "
                                          "appends a retry again (Kafka: LogLoader rebuilds it) — breaks "
                                          "PRODUCE-IDEMPOTENT-FAILOVER",
+    "replication.truncation_forgets_producers": "a log truncation (follower catching up after a failover) forgets "
+                                                "every idempotent producer instead of rebuilding the state up to "
+                                                "the truncation offset (UnifiedLog.truncateTo) — breaks "
+                                                "PRODUCE-IDEMPOTENT-TRUNCATION",
     # group (rebalance suite): one switch per classic-group rule, each named after the mechanism it breaks
     "group.describe_completing_as_stable": "DescribeGroups reports CompletingRebalance as Stable — breaks GROUP-STATES",
     "group.initial_delay_quarter": "the first rebalance of an Empty group waits a quarter of "

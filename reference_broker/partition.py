@@ -98,6 +98,7 @@ class Partition:
         self.fault_truncate_to_hw = False        # replication.truncate_to_hw fault switch
         self.fault_latest_is_leo = False    # True only under the list_offsets.latest_is_leo fault switch
         self.duplicate_window = NUM_BATCHES_TO_RETAIN   # 1 only under the produce.duplicate_window_one fault switch
+        self.fault_truncation_forgets_producers = False  # replication.truncation_forgets_producers fault switch
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -257,6 +258,8 @@ class Partition:
         its producer state as of ``offset``."""
         if offset < self.log.log_end_offset:
             self.log.truncate_to(offset)
+            if self.fault_truncation_forgets_producers:       # the old bug, on purpose
+                self.log.producer_state.truncate_fully_and_start_at(offset)
             self.hw = min(self.hw, offset)
             self._changed()
 

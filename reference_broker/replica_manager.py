@@ -152,6 +152,7 @@ class ReplicaManager:
                 p.fault_latest_is_leo = self.faults.on("list_offsets.latest_is_leo")
                 if self.faults.on("produce.duplicate_window_one"):
                     p.duplicate_window = 1
+                p.fault_truncation_forgets_producers = self.faults.on("replication.truncation_forgets_producers")
                 self.partitions[(topic, index)] = p
             p.min_isr = topic_setting(t.configs, self.config, "min.insync.replicas")
             was_leader = p.is_leader

@@ -11,6 +11,9 @@ repeats, as a real producer's retry is after a lost answer.
 - The same after a failover (a target with replication and broker kills): the new leader — which restarted since the
   batch was written, so it rebuilt its producer state from its log — answers the retry of the last acknowledged batch
   as a duplicate.
+- The same after a truncation (replication and pauses): an old leader that truncated a batch only it had (diverging
+  epoch) and leads again answers a retry of a batch below the truncation point as a duplicate, and takes the retry
+  of the truncated batch as new data — its producer state is the log's below the truncation point.
 """
 from __future__ import annotations
 
@@ -45,6 +48,12 @@ rule("PRODUCE-IDEMPOTENT-DUPLICATE", "a retry of one of an idempotent producer's
      "KIP-98; ProducerStateEntry.findDuplicateBatch (NUM_BATCHES_TO_RETAIN = 5); "
      "UnifiedLog.analyzeAndValidateProducerState (a duplicate answers the original offsets); "
      "ProducerAppendInfo.checkSequence (out of sequence → OutOfOrderSequenceException)", SUITE)
+rule("PRODUCE-IDEMPOTENT-TRUNCATION", "a replica that truncates its log keeps the producer state of the batches "
+     "below the truncation point and forgets the truncated ones: leading again, it answers the retry of a batch "
+     "below as a duplicate (NONE, the original base offset) and appends the retry of a truncated batch as new data",
+     "KIP-98; KIP-101; UnifiedLog.truncateTo → rebuildProducerState (ProducerStateManager.truncateAndReload: "
+     "snapshots above the new end deleted, the latest remaining one reloaded, the log replayed to the new end)",
+     SUITE)
 rule("PRODUCE-IDEMPOTENT-FAILOVER", "after a failover the new leader answers the retry of a batch the old leader "
      "acknowledged as a duplicate (NONE, the original base offset) and does not append it again, also when the new "
      "leader restarted after the batch was written: producer state is rebuilt from the log and its snapshots",
@@ -204,3 +213,64 @@ async def test_retry_after_failover_is_a_duplicate(cluster: Cluster, evidence: E
     want = [(sent[i][1] + k, f"f{i}-{k}".encode()) for i in range(3) for k in (0, 1)]
     assert (err, latest, got) == (NONE, end, want), (
         f"the retry must append nothing: log end {latest} (was {end}), records {got}; want {want}")
+
+
+@pytest.mark.requires_capability("replication", "pause_broker")
+@pytest.mark.rule("PRODUCE-IDEMPOTENT-TRUNCATION")
+async def test_retry_after_truncation_is_a_duplicate(cluster: Cluster, evidence: Evidence) -> None:
+    """P writes three acks=all batches. With the followers paused the leader L appends Q's batch B (acks=1), which
+    only L has; L is paused until the controller fences it and a follower leads and writes C at B's offset; L
+    resumes, truncates B away (diverging epoch) and follows; the preferred leader L is elected again. P's retry of
+    its last batch is a duplicate; Q's retry of B is new (after C), not a duplicate of what sits at B's offset."""
+    topic, st = await cluster.topic(3, {"min.insync.replicas": "1"})
+    old = st.leader
+    if old != st.replicas[0]:
+        pytest.skip(f"the first leader {old} is not the preferred replica {st.replicas[0]}: cannot move it back")
+    followers = [r for r in st.replicas if r != old]
+    lw = await cluster.to(old)
+    p_id, p_epoch = await init_producer(lw)
+    q_id, q_epoch = await init_producer(lw)
+    p_batches = [idempotent_batch([f"p{i}".encode()], p_id, p_epoch, i) for i in range(3)]
+    for i, b in enumerate(p_batches):
+        answer = await lw.produce_batch(topic, 0, b, label=f"P batch {i}")
+        assert answer == (NONE, i), f"acks=all batch {i} of P answered {answer}"
+    for f in followers:
+        cluster.pause(f)
+    # A follower fetch parked at the leader when it was paused would still carry B into its socket buffer (read on
+    # resume); after replica.fetch.wait.max.ms (Kafka: 500 ms) every parked fetch has been answered empty.
+    await asyncio.sleep(1.0)
+    b_batch = idempotent_batch([b"q0"], q_id, q_epoch, 0)
+    answer = await lw.produce_batch(topic, 0, b_batch, acks=1, label="Q's batch B, only on the leader")
+    assert answer == (NONE, 3), f"acks=1 batch B answered {answer}"
+    cluster.pause(old)
+    for f in followers:
+        cluster.resume(f)
+    obs = await cluster.observer({old})
+    st2, _ = await eventually(lambda: state(obs, topic),
+                              lambda s: s.leader in followers and s.leader_epoch > st.leader_epoch, 90)
+    assert st2.leader in followers, f"no follower was elected while the leader {old} was paused: {st2}"
+    new = await cluster.to(st2.leader)
+    err, base_c, _ = await ops.produce(new, topic, 0, [b"c"], acks=1)
+    assert (err, base_c) == (NONE, 3), f"the new leader {st2.leader} must append C at 3 (B never reached it): {err}"
+    cluster.resume(old)
+    st3, _ = await eventually(lambda: state(new, topic), lambda s: old in s.isr, 90)
+    assert old in st3.isr, f"the old leader {old} never rejoined the ISR (after truncating B): {st3}"
+    assert await ops.elect_preferred_leader(new, topic, 0) in (NONE, 84), "ElectLeaders failed"  # 84: already
+    st4, _ = await eventually(lambda: state(new, topic), lambda s: s.leader == old, 60)
+    if st4.leader != old:
+        pytest.skip(f"could not move leadership back to {old}: {st4}")
+    cluster.wires.pop(old, None)       # a connection from before the pause may have been closed meanwhile
+    back = await cluster.to(old)
+    p_retry, _ = await eventually(lambda: back.produce_batch(topic, 0, p_batches[2], label="P's retry"),
+                                  lambda r: r[0] == NONE, 15)
+    q_retry = await back.produce_batch(topic, 0, b_batch, label="Q's retry of the truncated B")
+    got, _ = await eventually(lambda: log_values(back, topic), lambda v: len(v) >= 5, 15)
+    evidence.note("truncation", {"old_leader": old, "interim_leader": st2.leader, "p_retry": list(p_retry),
+                                 "q_retry": list(q_retry), "log": [[o, v.decode() if v else v] for o, v in got]})
+    assert p_retry == (NONE, 2), (
+        f"the old leader {old}, after truncating to 3, answered P's retry of its last batch (offset 2, below the "
+        f"truncation point) with {p_retry}; Kafka rebuilds producer state up to the truncation offset: a duplicate "
+        f"at 2")
+    assert q_retry == (NONE, 4), (
+        f"Q's retry of B (truncated away; C now at 3) answered {q_retry}; it is new data, appended at 4")
+    assert got == [(0, b"p0"), (1, b"p1"), (2, b"p2"), (3, b"c"), (4, b"q0")], f"the partition holds {got}"
