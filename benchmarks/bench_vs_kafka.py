@@ -249,7 +249,7 @@ def summarize(runs: list[dict[str, dict[str, Any]]], sizes: list[int]) -> dict[s
 def _num(x: float | None) -> str:
     if x is None:
         return "-"
-    if abs(x) >= 1000:
+    if abs(x) >= 100:
         return f"{x:,.0f}"
     return f"{x:.3g}" if abs(x) < 10 else f"{x:.1f}"
 

@@ -20,6 +20,7 @@ import time
 import uuid
 from typing import Any
 
+import kafka.errors as Errors
 from kafka.protocol.admin import DescribeGroupsRequest
 
 from reference_broker.client.admin import Admin, NewTopic
@@ -97,6 +98,23 @@ async def describe_stable(conn: Connection, group: str, members: int, since: int
         await asyncio.sleep(0.005)
 
 
+async def _until_leaders_serve(admin: Admin, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Until ListOffsets answers for every partition. Metadata may name a leader before that leader serves the
+    partition (Kafka's KRaft broker updates its metadata cache before ReplicaManager becomes leader), and the
+    reference client's offset reset does not retry NOT_LEADER_OR_FOLLOWER as the Java consumer does: a member
+    would die before the group formed (seen on Kafka with 20 partitions)."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            await admin.latest_offsets(tps)
+            return
+        except Errors.KafkaError as exc:
+            if not getattr(exc, "retriable", False) or time.monotonic() > end:
+                raise
+        await asyncio.sleep(0.05)
+
+
 async def scenario(bootstrap: str, n: int, event: str) -> dict[str, Any]:
     """n members form a group, one non-leader leaves or is killed (`event`); the figures in ms, or `error`."""
     partitions = 2 * n
@@ -104,6 +122,7 @@ async def scenario(bootstrap: str, n: int, event: str) -> dict[str, Any]:
     group = f"bg-{uuid.uuid4().hex[:8]}"
     async with Admin(bootstrap) as admin:
         await admin.create_topics([NewTopic(topic, partitions)])
+        await _until_leaders_serve(admin, topic, partitions)
     members = [BenchMember(bootstrap, group, topic, i) for i in range(n)]
     t_start = time.monotonic()
     for m in members:
