@@ -324,6 +324,7 @@ def run(args: argparse.Namespace, work: Path, leftovers: list[str], runs: list[d
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)      # `kill PID` stops the brokers as Ctrl-C does
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # also when started in the background (SIG_IGN)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-vs-kafka-"))
     leftovers: list[str] = []
     runs: list[dict[str, Any]] = []
