@@ -6,7 +6,8 @@ target afresh and alternates which goes first, and each figure is the median ove
 be shared: the load average is recorded before and after).
 
 One node per target (RF=1):
-- start-up: from start() until every broker answers Metadata naming every broker and a controller;
+- start-up: from start() (for Kafka that includes `kafka-storage format` of each node, a short JVM run) until
+  every broker answers Metadata naming every broker and a controller;
 - produce / consume msgs/s of 100-byte records with confluent-kafka, acks=all, 3 partitions (after an untimed
   warm-up of a fifth as many records on a topic of their own: the JVM compiles its hot paths first);
 - parked-fetch wake p99 (a Produce's answer to the parked Fetch's answer) and max_wait error p99 (answer time
