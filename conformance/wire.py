@@ -240,6 +240,10 @@ class Wire:
         self.timeout_s = timeout_s
         self.versions: dict[str, int] = {}
         self._others: list[Wire] = []
+        # Topics this Wire creates are led by the broker it talks to (manual assignment), so the single-broker
+        # checks, which send every request on this connection, mean the same on a multi-broker cluster: "the
+        # partition's leader does X". Set by the plugin's fixtures for a multi-broker session target.
+        self.pin_leader = False
 
     @classmethod
     async def connect(cls, bootstrap: str, *, evidence: Evidence | None = None,
@@ -349,7 +353,9 @@ class Wire:
                            configs: dict[str, str] | None = None) -> str:
         """Create a topic (unique name by default) and wait until Metadata shows a leader for every partition."""
         name = name or unique_name()
-        code, message = await self.create_topic_code(name, partitions, replication_factor, configs)
+        assignments = await self._pinned(partitions, replication_factor) if self.pin_leader else None
+        code, message = await self.create_topic_code(name, partitions, replication_factor, configs,
+                                                     assignments=assignments)
         if code not in (0, 36):  # 36 TOPIC_ALREADY_EXISTS: fine for a name we chose to reuse
             raise TargetDiverged(f"CreateTopics {name} failed with error {code}: {message}")
         return await self.wait_topic_ready(name, partitions)
@@ -389,13 +395,29 @@ class Wire:
                 return False   # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
         return True
 
+    async def _pinned(self, partitions: int, replication_factor: int) -> list[list[int]] | None:
+        """Replica lists putting this Wire's broker first for every partition (None on a single-broker target or
+        when this broker is not among the advertised ones); replication -1 pins one replica."""
+        brokers = (await self.metadata([], record=False))["_brokers"]
+        me = next((b for b, addr in brokers.items() if addr == (self.conn.host, self.conn.port)), None)
+        if me is None or len(brokers) < 2:
+            return None
+        others = [b for b in sorted(brokers) if b != me]
+        rf = max(1, replication_factor)
+        return [[me, *others[:rf - 1]] for _ in range(partitions)]
+
     async def create_topic_code(self, name: str, partitions: int = 1, replication_factor: int = -1,
-                                configs: dict[str, str] | None = None) -> tuple[int, str | None]:
-        """One CreateTopics, no waiting → (error_code, error_message): for checks about the answer itself."""
+                                configs: dict[str, str] | None = None,
+                                assignments: list[list[int]] | None = None) -> tuple[int, str | None]:
+        """One CreateTopics, no waiting → (error_code, error_message): for checks about the answer itself.
+        ``assignments``: a replica list per partition (Kafka then wants partitions and replication -1)."""
         T = CreateTopicsRequest.CreatableTopic
         C = T.CreatableTopicConfig
-        req = CreateTopicsRequest(topics=[T(name=name, num_partitions=partitions,
-                                            replication_factor=replication_factor, assignments=[],
+        A = T.CreatableReplicaAssignment
+        manual = [A(partition_index=i, broker_ids=r) for i, r in enumerate(assignments or [])]
+        req = CreateTopicsRequest(topics=[T(name=name, num_partitions=-1 if manual else partitions,
+                                            replication_factor=-1 if manual else replication_factor,
+                                            assignments=manual,
                                             configs=[C(name=k, value=v) for k, v in (configs or {}).items()])],
                                   timeout_ms=10000, validate_only=False)
         r = await self.request("CreateTopics", req)

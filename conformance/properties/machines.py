@@ -67,6 +67,7 @@ class _BrokerMachine(RuleBasedStateMachine):
         assert self.bootstrap is not None
         if to_coordinator_of is None:
             c = self.run(ops.connect_bootstrap(self.bootstrap, client_id="kct-property"))
+            c.pin_leader = True    # the model is one log per partition on the broker this connection talks to
         else:
             c = self.run(ops.coordinator(self.bootstrap, to_coordinator_of, client_id="kct-property"))
         self.conns.append(c)

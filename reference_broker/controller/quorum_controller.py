@@ -416,6 +416,65 @@ class QuorumController:
         self._commit(records)
         return 0, None
 
+    def create_topic_assigned(self, name: str, num_partitions: int, replication_factor: int,
+                              assignments: list[tuple[int, list[int]]], configs: dict[str, str],
+                              validate_only: bool = False) -> tuple[int, str | None]:
+        """CreateTopics with manual replica assignments, checked as ReplicationControlManager.createTopic does:
+        partitions and replication factor must be -1; no partition twice; every replica list non-empty, of
+        registered brokers, without repeats, all of one length; indexes 0..n-1; the ISR is the assigned brokers
+        that are not fenced (none: INVALID_REPLICA_ASSIGNMENT) and the leader its first member."""
+        why = topic_name_error(name)
+        if why:
+            return E.InvalidTopicError.errno, why
+        if name in self.image.topics:
+            return E.TopicAlreadyExistsError.errno, f"Topic '{name}' already exists."
+        if replication_factor != -1:
+            return (E.InvalidRequestError.errno,
+                    "A manual partition assignment was specified, but replication factor was not set to -1.")
+        if num_partitions != -1:
+            return (E.InvalidRequestError.errno,
+                    "A manual partition assignment was specified, but numPartitions was not set to -1.")
+        bad = E.InvalidReplicationAssignmentError.errno
+        parts: dict[int, tuple[list[int], list[int]]] = {}
+        rf: int | None = None
+        for index, replicas in assignments:
+            if index in parts:
+                return bad, f"Found multiple manual partition assignments for partition {index}"
+            if not replicas:
+                return bad, "The manual partition assignment includes an empty replica list."
+            for b in sorted(replicas):
+                if b not in self.image.brokers:
+                    return bad, (f"The manual partition assignment includes broker {b}, but no such broker is "
+                                 f"registered.")
+            if len(set(replicas)) != len(replicas):
+                return bad, "The manual partition assignment includes a broker more than once."
+            if rf is not None and len(replicas) != rf:
+                return bad, (f"The manual partition assignment includes a partition with {len(replicas)} "
+                             f"replica(s), but this is not consistent with previous partitions, which have {rf} "
+                             f"replica(s).")
+            rf = len(replicas)
+            isr = [b for b in replicas if not self.image.brokers[b].fenced]
+            if not isr:
+                return bad, (f"All brokers specified in the manual partition assignment for partition {index} "
+                             f"are fenced or in controlled shutdown.")
+            parts[index] = (list(replicas), isr)
+        if sorted(parts) != list(range(len(parts))):
+            return bad, "partitions should be a consecutive 0-based integer sequence"
+        why = config_error(configs)
+        if why:
+            return E.InvalidConfigurationError.errno, why
+        if validate_only:
+            return 0, None
+        topic_id = uuid.UUID(int=self.rng.getrandbits(128))
+        records: list[dict] = [{"type": "topic", "name": name, "topic_id": str(topic_id), "configs": dict(configs),
+                                "internal": False}]
+        for i in range(len(parts)):
+            replicas, isr = parts[i]
+            records.append({"type": "partition", "topic_id": str(topic_id), "partition": i, "replicas": replicas,
+                            "isr": isr, "leader": isr[0], "leader_epoch": 0, "partition_epoch": 0})
+        self._commit(records)
+        return 0, None
+
     def delete_topic(self, name: str) -> int:
         t = self.image.topics.get(name)
         if t is None:
