@@ -112,6 +112,7 @@ class BrokerNode:
         self.broker_epoch = -1
         self.fenced = True
         self._unfenced = asyncio.Event()
+        self._live_in_image = asyncio.Event()    # our image shows us registered and unfenced
         self._next_producer_id = (self.node_id + 1) * 1_000_000_000
         if data_dir is not None:
             self._open_data_dir(data_dir)
@@ -314,8 +315,14 @@ class BrokerNode:
         return parse_address(adv) if adv else (self.host, self.port)
 
     async def start(self, host: str, port: int, ready_timeout: float = 60.0) -> int:
-        """Listen, join the cluster and wait until unfenced; returns the bound port."""
-        self.port = await self.server.start(host, port)
+        """Take the port, join the cluster, wait until unfenced and our own image says so, then listen; returns the
+        bound port.
+
+        Kafka's ``BrokerServer.startup`` enables request processing only after the broker caught up with the
+        metadata and was unfenced, so no client ever sees a Metadata answer with 0 brokers and controller -1 (which
+        librdkafka's AdminClient waits on until it times out). Here the port refuses connections until then; peers
+        do not need it earlier (they fetch from us only once we lead, which needs us unfenced)."""
+        self.port = await self.server.bind(host, port)
         self.host = host
         self.incarnation = uuid.UUID(int=self.rng.getrandbits(128))
         try:
@@ -327,10 +334,12 @@ class BrokerNode:
                 self._tasks.append(loop.create_task(self._flush_loop(), name="flush"))
             self.replicas.start()
             await asyncio.wait_for(self._unfenced.wait(), ready_timeout)
+            await asyncio.wait_for(self._live_in_image.wait(), ready_timeout)
         except TimeoutError:
             raise NodeStartError(f"broker {self.node_id}: not unfenced by the controller at "
                                  f"{self.controller_address[0]}:{self.controller_address[1]} within "
                                  f"{ready_timeout:.0f} s") from None
+        await self.server.open()
         return self.port
 
     async def _register(self) -> None:
@@ -407,6 +416,9 @@ class BrokerNode:
             self.image.apply(offset, rec, delta)
         if delta:
             self.replicas.apply_delta(self.image, delta)
+        me = self.image.brokers.get(self.node_id)
+        if me is not None and not me.fenced and me.epoch == self.broker_epoch:   # this incarnation, not an old one
+            self._live_in_image.set()
 
     async def _flush_loop(self) -> None:
         """Kafka's log flusher: every log.flush.scheduler.interval.ms, flush logs whose flush.ms is due."""
