@@ -81,6 +81,9 @@ FAULTS: dict[str, str] = {
                                       "OFFSET_METADATA_TOO_LARGE (Kafka: only longer) — breaks OFFSETS-METADATA-MAX",
     "offsets.drop_leader_epoch": "OffsetCommit stores leader epoch -1 whatever was committed — breaks "
                                  "OFFSETS-LEADER-EPOCH",
+    "offsets.visible_before_committed": "OffsetFetch serves offsets as soon as they are appended to the offsets "
+                                        "partition, before its HW passed them (Kafka: at the last committed "
+                                        "offset, CoordinatorRuntime) — breaks OFFSETS-VISIBLE-WHEN-COMMITTED",
     "offsets.fetch_all_empty": "OffsetFetch with topics null answers no partitions (Kafka: every committed one) — "
                                "breaks OFFSETS-FETCH-ALL",
     "list_offsets.earliest_is_latest": "ListOffsets EARLIEST answers the high watermark, so auto.offset.reset="

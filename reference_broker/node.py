@@ -41,8 +41,9 @@ from .group_coordinator import GroupCoordinator
 from .log import batch as B
 from .metadata.image import BrokerRegistration, Delta, MetadataImage, PartitionState, TopicImage
 from .metadata.records import METADATA_TOPIC, decode_batches
-from .offset_store import OFFSETS_TOPIC, OffsetStore, partition_for
+from .offset_store import OFFSETS_TOPIC, AppendError, OffsetStore, partition_for
 from .partition import Partition
+from .purgatory import ProducePartitionStatus
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import Server
@@ -277,14 +278,25 @@ class BrokerNode:
     # -- offsets partitions (the OffsetStore's narrow interface) ----------------------------------------------
 
     def append(self, index: int, batch: bytes) -> int:
+        """The coordinator's append (Kafka's CoordinatorPartitionWriter: acks=1 locally, then it waits for the HW
+        through :meth:`wait_committed`)."""
         p = self.replicas.get(OFFSETS_TOPIC, index)
         if p is None or not p.is_leader:
-            raise RuntimeError(f"not the leader of {OFFSETS_TOPIC}-{index}")
+            raise AppendError(E.NotLeaderForPartitionError.errno, f"not the leader of {OFFSETS_TOPIC}-{index}")
         res = p.append_as_leader(batch, B.parse_header(batch), self.clock.wall_ms())
         if res.error:
-            raise RuntimeError(f"append to {OFFSETS_TOPIC}-{index} failed with error {res.error}")
+            raise AppendError(res.error, f"append to {OFFSETS_TOPIC}-{index} failed with error {res.error}")
         p.log.flush()
         return p.log.log_end_offset
+
+    def high_watermark(self, index: int) -> int:
+        p = self.replicas.get(OFFSETS_TOPIC, index)
+        return p.hw if p is not None else 0
+
+    async def wait_committed(self, index: int, offset: int, timeout_s: float) -> int:
+        status = ProducePartitionStatus(OFFSETS_TOPIC, index, offset)
+        await self.replicas.wait_replicated([status], timeout_s)
+        return status.error
 
     def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         p = self.replicas.get(OFFSETS_TOPIC, index)
@@ -443,6 +455,7 @@ class BrokerNode:
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
+        await self.groups.close()
         await self.fetchers.stop()
         await self.server.stop()
         for link in self._links.values():

@@ -161,6 +161,8 @@ FAULTS = [
     ("offsets.fetch_all_empty", OFFSETS, "fetch_all or value_boundaries", "OFFSETS-FETCH-ALL",
      {"OFFSETS-COMMIT-ROUNDTRIP"}),
     ("list_offsets.latest_is_leo", OFFSETS, "follower_lags", "LIST-OFFSETS-LATEST", set()),
+    ("offsets.visible_before_committed", OFFSETS, "visible_once_committed or round_trip_with",
+     "OFFSETS-VISIBLE-WHEN-COMMITTED", {"OFFSETS-COMMIT-ROUNDTRIP"}),
     ("list_offsets.earliest_is_latest", OFFSETS, "reset_earliest and not delete or reset_none", "RESET-EARLIEST",
      {"RESET-NONE"}),
     ("list_offsets.latest_minus_one", OFFSETS, "reset_latest or reset_none", "RESET-LATEST", {"RESET-NONE"}),
