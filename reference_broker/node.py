@@ -443,15 +443,33 @@ class BrokerNode:
             await self.clock.sleep(interval)
             self.replicas.maybe_flush()
 
-    async def controlled_shutdown(self, timeout: float = 5.0) -> None:
-        """Ask the controller to move leaderships away first (WantShutDown), so clients fail over at once."""
-        req = BrokerHeartbeatRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch,
-                                     current_metadata_offset=self.image.offset + 1, want_fence=True,
-                                     want_shut_down=True)
-        try:
-            await self._links["rpc"].request(req, 0, timeout=timeout)
-        except (OSError, TimeoutError, E.KafkaError):
-            pass
+    async def controlled_shutdown(self, timeout: float | None = None) -> bool:
+        """BrokerLifecycleManager.beginControlledShutdown: heartbeat WantShutDown until the controller grants it.
+
+        The controller first moves our leaderships and takes us out of every ISR while we stay registered and
+        unfenced (in controlled shutdown), and grants the shutdown once every active broker applied that; we keep
+        serving and replicating meanwhile, so clients fail over before the process goes. Gives up after
+        ``timeout`` (default broker.session.timeout.ms: by then a broker holding it up would be fenced anyway).
+        Returns whether it was granted."""
+        timeout = self.config["broker.session.timeout.ms"] / 1000 if timeout is None else timeout
+        deadline = self.clock.monotonic() + timeout
+        while self.clock.monotonic() < deadline:
+            req = BrokerHeartbeatRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                                         current_metadata_offset=self.image.offset + 1, want_fence=False,
+                                         want_shut_down=True)
+            try:
+                resp = await self._links["rpc"].request(req, 0, timeout=max(0.5, deadline - self.clock.monotonic()))
+                if resp.error_code == 0 and resp.should_shut_down:
+                    return True
+                if resp.error_code:
+                    log.warning("broker %d: controlled shutdown refused with error %d", self.node_id,
+                                resp.error_code)
+                    return False
+            except (OSError, TimeoutError, E.KafkaError) as e:
+                log.debug("broker %d: controlled shutdown heartbeat failed: %s", self.node_id, e)
+            await self.clock.sleep(0.1)
+        log.warning("broker %d: controlled shutdown not granted within %.0f s", self.node_id, timeout)
+        return False
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
