@@ -484,12 +484,12 @@ def run_job(
         )
         runs.unpersist()
         results.unpersist()
+        timings["total_s"] = time.monotonic() - t0      # before the page is written: the page shows it
         if html:
             from reports.html import write_report
 
             path = write_report(res, os.path.join(out, "report.html"))
             prog.say(f"HTML report: {path}")
-        timings["total_s"] = time.monotonic() - t0
     return res
 
 
