@@ -238,13 +238,16 @@ class BrokerNode:
     async def ensure_offsets_topic(self) -> int:
         """Create ``__consumer_offsets`` on first use, as Kafka does on the first FindCoordinator; 0 or an error.
 
-        Always with offsets.topic.replication.factor (Kafka's ``AutoTopicCreationManager.creatableTopic``): while
-        fewer brokers are live the controller refuses (INVALID_REPLICATION_FACTOR) and the answer is
-        COORDINATOR_NOT_AVAILABLE, so an early lookup cannot leave the topic under-replicated forever."""
+        Always with offsets.topic.replication.factor (Kafka's ``AutoTopicCreationManager.creatableTopic``): the
+        controller places replicas on fenced brokers too when the live ones are too few, and refuses only while
+        fewer brokers are registered (INVALID_REPLICATION_FACTOR); the answer is then COORDINATOR_NOT_AVAILABLE,
+        so an early lookup cannot leave the topic under-replicated forever."""
         if OFFSETS_TOPIC in self.image.topics:
             return 0
-        err, _ = await self.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
-                                         self.config["offsets.topic.replication.factor"],
+        rf = self.config["offsets.topic.replication.factor"]
+        if self.faults.on("offsets.topic_rf_capped"):
+            rf = min(rf, max(1, len(self.image.live_brokers())))
+        err, _ = await self.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], rf,
                                          {"cleanup.policy": "compact"})
         if err not in (0, E.TopicAlreadyExistsError.errno):
             return COORDINATOR_NOT_AVAILABLE

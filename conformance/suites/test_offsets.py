@@ -43,6 +43,12 @@ rule("OFFSETS-COMMIT-UNKNOWN-MEMBER", "A commit from a member id the group does 
      "ClassicGroup.validateOffsetCommit / validateMember (UNKNOWN_MEMBER_ID)", SUITE)
 rule("OFFSETS-DURABLE", "Committed offsets survive a broker restart (read back from the offsets log)",
      "GroupMetadataManager.loadGroupsAndOffsets (__consumer_offsets replay)", SUITE)
+rule("OFFSETS-TOPIC-REPLICATION-FACTOR", "__consumer_offsets is created with offsets.topic.replication.factor "
+     "replicas, never fewer: a first group lookup while a broker is down (registered but fenced) still gets a topic "
+     "with the full factor, that broker holding a replica outside the ISR",
+     "kafka.server.AutoTopicCreationManager.creatableTopic (offsetsTopicReplicationFactor); "
+     "ReplicationControlManager.createTopic with StripedReplicaPlacer (fenced brokers are usable, leaders unfenced; "
+     "INVALID_REPLICATION_FACTOR only above the registered brokers)", SUITE)
 rule("OFFSETS-VISIBLE-WHEN-COMMITTED", "OffsetFetch serves a commit only once it is committed in the group's "
      "__consumer_offsets partition (its high watermark passed the commit's records): while an in-sync follower of "
      "that partition stalls, a parked commit is not visible and the previous offset is served",
@@ -306,6 +312,46 @@ async def test_committed_offsets_survive_restart(fresh_target, wire_factory, evi
     evidence.note("after_restart", {f"{t}/{p}": v for (t, p), v in got.items()})
     assert got[(topic, 0)][:2] == (11, "before-restart"), f"after restart partition 0: {got[(topic, 0)]}"
     assert got[(topic, 1)][0] == 2, f"after restart partition 1: {got[(topic, 1)]}"
+
+
+@pytest.mark.rule("OFFSETS-TOPIC-REPLICATION-FACTOR")
+@pytest.mark.requires_capability("replication", "kill_broker", "restart")
+async def test_offsets_topic_waits_for_its_replication_factor(replicated_target, wire_factory, evidence):
+    """Kill a broker of a fresh cluster before any group lookup, wait until Metadata no longer lists it, then look
+    up a group until a coordinator is named: every __consumer_offsets partition has the configured factor."""
+    target = replicated_target
+    async with await wire_factory(target=target) as w:
+        md = await w.metadata(["__consumer_offsets"])
+        if md.get("__consumer_offsets", {}).get("error_code", 3) == 0:
+            pytest.skip("precondition: __consumer_offsets exists already on this target")
+        brokers = sorted(md["_brokers"])
+        found = await w.broker_configs(brokers[0], ["offsets.topic.replication.factor"])
+        rf = int((found or {}).get("offsets.topic.replication.factor")
+                 or target.config().get("settings", {}).get("offsets.topic.replication.factor", 3))
+        if rf < 2 or len(brokers) < rf:
+            pytest.skip(f"offsets.topic.replication.factor {rf} with {len(brokers)} brokers: nothing to take away")
+        victim = brokers[-1]
+        target.kill_broker(victim)
+        try:
+            deadline = time.monotonic() + 30
+            while victim in (await w.metadata([], record=False))["_brokers"] and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            if victim in (await w.metadata([], record=False))["_brokers"]:
+                pytest.skip(f"broker {victim} was still listed 30 s after it was killed")
+            deadline = time.monotonic() + 30          # Kafka creates the topic asynchronously: retry the lookup
+            while True:
+                err, _host, _port = await w.find_coordinator(unique_name("early"))
+                if err == 0 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+            early = await w.metadata(["__consumer_offsets"])
+        finally:
+            target.restart(victim)
+        rfs = sorted({len(p["replicas"]) for p in early.get("__consumer_offsets", {}).get("partitions", {}).values()})
+        evidence.note("while a broker was down", {"find_coordinator": err, "offsets topic replicas": rfs})
+        assert err == 0 and rfs == [rf], (
+            f"with broker {victim} down FindCoordinator answered {err} and __consumer_offsets has {rfs} replicas per "
+            f"partition; Kafka creates it with offsets.topic.replication.factor {rf}, fenced brokers included")
 
 
 def offsets_partition(group: str, partitions: int) -> int:

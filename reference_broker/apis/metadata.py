@@ -50,7 +50,8 @@ async def handle(ctx, req):
     b = ctx.broker
     v = ctx.api_version
     if req.topics is None or (v == 0 and not req.topics):
-        topics = [_topic_entry(b, t) for t in b.topics.values()]
+        hide = b.faults.on("metadata.all_topics_hide_internal")
+        topics = [_topic_entry(b, t) for t in b.topics.values() if not (hide and t.internal)]
     else:
         topics = []
         allow_create = (req.allow_auto_topic_creation if v >= 4 else True) and b.config["auto.create.topics.enable"]

@@ -42,6 +42,10 @@ DUPLICATE_BROKER_REGISTRATION = 101
 INCONSISTENT_CLUSTER_ID = 104
 INELIGIBLE_REPLICA = 107
 PREFERRED, UNCLEAN = 0, 1
+# the topic configs known before every Kafka topic config was (test-only switch topics.nine_configs_only)
+NINE_CONFIGS = frozenset({"min.insync.replicas", "max.message.bytes", "segment.bytes", "unclean.leader.election.enable",
+                          "cleanup.policy", "retention.ms", "retention.bytes", "message.timestamp.type",
+                          "compression.type"})
 
 
 @dataclass
@@ -433,13 +437,21 @@ class QuorumController:
             return E.InvalidPartitionsError.errno, "Number of partitions must be larger than 0."
         if replication_factor <= 0:
             return E.InvalidReplicationFactorError.errno, "Replication factor must be larger than 0."
-        live = [b.broker_id for b in self.image.active_brokers()]    # usableBrokers: not in controlled shutdown
-        if replication_factor > len(live):
+        # ClusterControlManager.usableBrokers: registered and not in controlled shutdown, fenced ones included
+        # (StripedReplicaPlacer puts replicas on them only when the unfenced ones are too few; leaders never).
+        usable = [b for _, b in sorted(self.image.brokers.items()) if not b.in_controlled_shutdown]
+        live = [b.broker_id for b in usable if not b.fenced]
+        down = [b.broker_id for b in usable if b.fenced]
+        if replication_factor > len(usable):
             return (E.InvalidReplicationFactorError.errno,
                     f"Unable to replicate the partition {replication_factor} time(s): The target replication "
-                    f"factor of {replication_factor} cannot be reached because only {len(live)} broker(s) are "
-                    f"registered.")
+                    f"factor of {replication_factor} cannot be reached because only {len(usable)} broker(s) are "
+                    f"registered or some brokers have all their log directories cordoned.")   # Kafka 4.4's words
+        if not live:
+            return E.InvalidReplicationFactorError.errno, "All brokers are currently fenced."
         why = config_error(configs)
+        if self.faults is not None and self.faults.on("topics.nine_configs_only"):
+            why = why or next((f"Unknown topic config name: {k}" for k in configs if k not in NINE_CONFIGS), None)
         if why:
             return E.InvalidConfigurationError.errno, why
         if validate_only:
@@ -447,9 +459,10 @@ class QuorumController:
         topic_id = uuid.UUID(int=self.rng.getrandbits(128))
         records: list[dict] = [{"type": "topic", "name": name, "topic_id": str(topic_id), "configs": dict(configs),
                                 "internal": internal}]
-        for i, replicas in enumerate(place(live, num_partitions, replication_factor, self.rng)):
+        for i, replicas in enumerate(place(live, num_partitions, replication_factor, self.rng, down)):
+            isr = [r for r in replicas if r in live]        # ReplicationControlManager: ISR = the active replicas
             records.append({"type": "partition", "topic_id": str(topic_id), "partition": i, "replicas": replicas,
-                            "isr": list(replicas), "leader": replicas[0], "leader_epoch": 0, "partition_epoch": 0})
+                            "isr": isr, "leader": isr[0], "leader_epoch": 0, "partition_epoch": 0})
         self._commit(records)
         return 0, None
 
