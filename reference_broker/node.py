@@ -2,10 +2,12 @@
 fetchers and group coordinator, and its link to the controller (Kafka's ``BrokerServer`` with
 ``BrokerLifecycleManager`` and ``BrokerMetadataPublisher``).
 
-Lifecycle (KIP-631): listen; register with the controller (BrokerRegistration, retried while the controller
-refuses, e.g. DUPLICATE_BROKER_REGISTRATION during a previous incarnation's session); replicate the metadata log
-(Fetch on ``__cluster_metadata``) and apply it to the image and the replica manager; heartbeat every
-broker.heartbeat.interval.ms; READY once the controller unfenced it. While the controller is unreachable the node
+Lifecycle (KIP-631): take the port (not listening yet); register with the controller (BrokerRegistration, retried
+while the controller refuses, e.g. DUPLICATE_BROKER_REGISTRATION during a previous incarnation's session);
+replicate the metadata log (Fetch on ``__cluster_metadata``) and apply it to the image and the replica manager;
+heartbeat every broker.heartbeat.interval.ms; once the controller unfenced it and the image says so, listen and
+print READY (Kafka enables request processing only then: a client never meets a broker that knows no brokers).
+Controlled shutdown (on SIGTERM) heartbeats WantShutDown until the controller grants it. While the controller is unreachable the node
 keeps serving with its last image. Admin requests that change metadata (CreateTopics, DeleteTopics, ElectLeaders,
 auto-creation) are forwarded to the controller, which answers once the live brokers applied them.
 

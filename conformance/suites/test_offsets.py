@@ -385,16 +385,21 @@ async def test_commit_visible_once_committed(replicated_target, wire_factory, ev
         if not followers:
             pytest.skip(f"the group's offsets partition has no in-sync follower ({state}): nothing to stall")
         host, port = md["_brokers"][state["leader"]]
-        committer = await w.sibling(host, port)       # the parked commit holds its own connection
-        target.pause_broker(followers[0])
+        # The parked commit holds a connection (and a history process) of its own: not a sibling, which may be
+        # this very connection.
+        committer = await Wire.connect(f"{host}:{port}", evidence=w.evidence, history=w.history)
         try:
-            parked = asyncio.ensure_future(committer.offset_commit(group, {(topic, 0): (9, "")}))
-            await asyncio.sleep(0.3)
-            seen = (await co.offset_fetch(group, [(topic, 0)]))[(topic, 0)][0]
-            answered_early = parked.done()
+            target.pause_broker(followers[0])
+            try:
+                parked = asyncio.ensure_future(committer.offset_commit(group, {(topic, 0): (9, "")}))
+                await asyncio.sleep(0.3)
+                seen = (await co.offset_fetch(group, [(topic, 0)]))[(topic, 0)][0]
+                answered_early = parked.done()
+            finally:
+                target.resume_broker(followers[0])
+            codes = await parked
         finally:
-            target.resume_broker(followers[0])
-        codes = await parked
+            await committer.close()
         evidence.note("stalled", {"fetched": seen, "commit answered before the follower was back": answered_early,
                                   "commit answer": codes})
         if answered_early:
