@@ -48,6 +48,11 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "offsets.metadata_max_exclusive": ("OFFSETS-METADATA-MAX",),
     "offsets.drop_leader_epoch": ("OFFSETS-LEADER-EPOCH",),
     "offsets.fetch_all_empty": ("OFFSETS-FETCH-ALL",),
+    "offsets.visible_before_committed": ("OFFSETS-VISIBLE-WHEN-COMMITTED",),
+    "offsets.topic_rf_capped": ("OFFSETS-TOPIC-REPLICATION-FACTOR",),
+    # topics
+    "topics.nine_configs_only": ("TOPIC-CONFIGS-KAFKA",),
+    "metadata.all_topics_hide_internal": ("METADATA-ALL-TOPICS-INTERNAL",),
     "list_offsets.latest_is_leo": ("LIST-OFFSETS-LATEST",),
     "list_offsets.earliest_is_latest": ("RESET-EARLIEST",),
     "list_offsets.latest_minus_one": ("RESET-LATEST",),

@@ -837,6 +837,15 @@ class Wire:
             return None
         return {cfg.name: cfg.value for cfg in res.configs if cfg.value is not None}
 
+    async def topic_configs(self, topic: str, keys: Sequence[str] | None = None) -> tuple[int, dict[str, str]]:
+        """DescribeConfigs v4 for a topic → (error_code, {name: value}); ``keys`` None asks for every config."""
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        req = DescribeConfigsRequest(resources=[R(resource_type=2, resource_name=topic,
+                                                  configuration_keys=None if keys is None else list(keys))],
+                                     include_synonyms=False, include_documentation=False)
+        res = (await self.request("DescribeConfigs", req)).body.results[0]
+        return res.error_code, {cfg.name: cfg.value for cfg in res.configs if cfg.value is not None}
+
     async def elect_preferred_leader(self, topic: str, partition: int) -> int:
         """ElectLeaders v2 (PREFERRED) for one partition (any broker forwards it, KIP-460) → its error code."""
         T = ElectLeadersRequest.TopicPartitions

@@ -144,6 +144,9 @@ class Cluster:
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="kct-cluster-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.config = dict(config or {})
+        # As Kafka's multi-node sample configs do: the offsets topic is created with this factor or not at all, so
+        # Kafka's default (3) would leave a 1- or 2-broker cluster without group coordinators.
+        self.config.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
         self.faults = list(faults or [])
         self.seed = seed
         self.host = host

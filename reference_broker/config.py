@@ -76,6 +76,7 @@ class BrokerConfig:
 
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         self._values = {k: d for k, (_, d) in DEFAULTS.items()}
+        self._explicit: set[str] = set()
         for k, v in (overrides or {}).items():
             self.set(k, v)
 
@@ -83,6 +84,11 @@ class BrokerConfig:
         if key not in DEFAULTS:
             raise ConfigError(f"unknown broker config {key!r}; known: {', '.join(sorted(DEFAULTS))}")
         self._values[key] = _coerce(key, DEFAULTS[key][0], value)
+        self._explicit.add(key)
+
+    def is_set(self, key: str) -> bool:
+        """True when the user gave ``key`` (not Kafka's default)."""
+        return key in self._explicit
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]

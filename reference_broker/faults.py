@@ -81,6 +81,17 @@ FAULTS: dict[str, str] = {
                                       "OFFSET_METADATA_TOO_LARGE (Kafka: only longer) — breaks OFFSETS-METADATA-MAX",
     "offsets.drop_leader_epoch": "OffsetCommit stores leader epoch -1 whatever was committed — breaks "
                                  "OFFSETS-LEADER-EPOCH",
+    "offsets.visible_before_committed": "OffsetFetch serves offsets as soon as they are appended to the offsets "
+                                        "partition, before its HW passed them (Kafka: at the last committed "
+                                        "offset, CoordinatorRuntime) — breaks OFFSETS-VISIBLE-WHEN-COMMITTED",
+    "offsets.topic_rf_capped": "__consumer_offsets is created on the first FindCoordinator with min(offsets.topic."
+                               "replication.factor, live brokers) replicas, so an early lookup leaves it under-"
+                               "replicated for good (Kafka: the configured factor or not at all) — breaks "
+                               "OFFSETS-TOPIC-REPLICATION-FACTOR",
+    "metadata.all_topics_hide_internal": "Metadata for all topics leaves out internal topics (Kafka: listed, "
+                                         "is_internal true) — breaks METADATA-ALL-TOPICS-INTERNAL",
+    "topics.nine_configs_only": "CreateTopics refuses every topic config but nine (Kafka: every LogConfig name) "
+                                "— breaks TOPIC-CONFIGS-KAFKA",
     "offsets.fetch_all_empty": "OffsetFetch with topics null answers no partitions (Kafka: every committed one) — "
                                "breaks OFFSETS-FETCH-ALL",
     "list_offsets.earliest_is_latest": "ListOffsets EARLIEST answers the high watermark, so auto.offset.reset="

@@ -181,9 +181,9 @@ class ReplicaManager:
             self._propose(p, sorted(set(p.isr) | {replica_id}), "expand")
 
     def _may_join(self, replica_id: int) -> bool:
-        """A fenced broker cannot be added back (Partition.isReplicaIsrEligible)."""
+        """A fenced broker, or one in controlled shutdown, cannot be added back (Partition.isReplicaIsrEligible)."""
         img = self.image
-        return img is None or img.is_live(replica_id)
+        return img is None or img.is_active(replica_id)
 
     def _propose(self, p: Partition, new_isr: list[int], why: str) -> None:
         """Send an AlterPartition for ``p`` (one in flight per partition, Kafka's PendingPartitionChange)."""

@@ -42,6 +42,10 @@ DUPLICATE_BROKER_REGISTRATION = 101
 INCONSISTENT_CLUSTER_ID = 104
 INELIGIBLE_REPLICA = 107
 PREFERRED, UNCLEAN = 0, 1
+# the topic configs known before every Kafka topic config was (test-only switch topics.nine_configs_only)
+NINE_CONFIGS = frozenset({"min.insync.replicas", "max.message.bytes", "segment.bytes", "unclean.leader.election.enable",
+                          "cleanup.policy", "retention.ms", "retention.bytes", "message.timestamp.type",
+                          "compression.type"})
 
 
 @dataclass
@@ -62,7 +66,7 @@ class QuorumController:
         self.faults = faults
         self.image = MetadataImage()
         self.session_deadline: dict[int, float] = {}     # broker id -> monotonic deadline (live sessions only)
-        self.shutting_down: set[int] = set()
+        self.shutdown_offset: dict[int, int] = {}         # broker id -> metadata offset its controlled shutdown needs
         self.heard_from: set[int] = set()                 # brokers that registered or heartbeat since we started
         self.applied_by: dict[int, int] = {}              # broker id -> metadata offset it has applied
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future]] = []
@@ -190,7 +194,7 @@ class QuorumController:
                         "host": host, "port": port, "repl_host": repl_host, "repl_port": repl_port, "rack": rack,
                         "epoch": -1})
         self._commit(records)
-        self.shutting_down.discard(broker_id)
+        self.shutdown_offset.pop(broker_id, None)
         self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
         return 0, self.image.brokers[broker_id].epoch
 
@@ -202,13 +206,27 @@ class QuorumController:
         self.heard_from.add(broker_id)
         self.note_applied(broker_id, metadata_offset)
         caught_up = metadata_offset >= self.end_offset
+        if broker_id in self.shutdown_offset and not b.fenced:
+            # In controlled shutdown (BrokerHeartbeatManager.calculateNextBrokerState, CONTROLLED_SHUTDOWN): granted
+            # once it leads nothing and every active broker applied the log past its shutdown offset.
+            self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
+            if not self._may_shut_down(broker_id):
+                return HeartbeatResult(0, caught_up, False, False)
+            want_shut_down = want_fence = True       # SHUTDOWN_NOW, whatever this heartbeat asked
         if want_shut_down:
-            # Controlled shutdown: move leaderships away and fence now, so clients fail over before the process goes.
-            if not b.fenced:
-                self._commit(self._fence_records(broker_id))
-            self.session_deadline.pop(broker_id, None)
-            self.shutting_down.add(broker_id)
-            return HeartbeatResult(0, caught_up, True, True)
+            if b.fenced or want_fence or not self._leads_any(broker_id):
+                # SHUTDOWN_NOW: fenced already, asked to be fenced, or nothing to move first
+                if not b.fenced:
+                    self._commit(self._fence_records(broker_id))
+                self.session_deadline.pop(broker_id, None)
+                self.shutdown_offset.pop(broker_id, None)
+                return HeartbeatResult(0, caught_up, True, True)
+            # CONTROLLED_SHUTDOWN (ReplicationControlManager.handleBrokerInControlledShutdown): still registered and
+            # unfenced, but no longer eligible; its leaderships move and it leaves every ISR now, so clients fail
+            # over while it still serves, and it may go once the brokers have applied that.
+            self.shutdown_offset[broker_id] = self._commit(self._shutdown_records(broker_id))
+            self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
+            return HeartbeatResult(0, caught_up, False, False)
         self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
         if b.fenced and not want_fence and metadata_offset > b.epoch:
             self._commit([{"type": "unfence_broker", "broker_id": broker_id, "epoch": b.epoch}])
@@ -217,12 +235,24 @@ class QuorumController:
             self._commit(self._fence_records(broker_id))
         return HeartbeatResult(0, caught_up, self.image.brokers[broker_id].fenced, False)
 
+    def _leads_any(self, broker_id: int) -> bool:
+        return any(st.leader == broker_id for t in self.image.topics.values() for st in t.partitions)
+
+    def _may_shut_down(self, broker_id: int) -> bool:
+        """BrokerHeartbeatManager: no leaderships left, and the lowest metadata offset applied by an active broker
+        is at or past the broker's controlled shutdown offset."""
+        if self._leads_any(broker_id):
+            return False
+        offset = self.shutdown_offset[broker_id]
+        return all(self.applied_by.get(b.broker_id, -1) >= offset for b in self.image.active_brokers())
+
     def expire_sessions(self) -> list[int]:
         """Fence every broker whose heartbeats stopped for broker.session.timeout.ms; returns their ids."""
         now = self.clock.monotonic()
         expired = [bid for bid, deadline in sorted(self.session_deadline.items()) if deadline <= now]
         for bid in expired:
             del self.session_deadline[bid]
+            self.shutdown_offset.pop(bid, None)
             b = self.image.brokers.get(bid)
             if b is not None and not b.fenced:
                 log.warning("broker %d: session expired; fencing it and moving its leaderships", bid)
@@ -262,11 +292,21 @@ class QuorumController:
         return partition_record(nxt)
 
     def _fence_records(self, broker_id: int) -> list[dict]:
-        """Fence a broker: it leaves every ISR (unless it is the last member) and its leaderships move to another
-        live ISR member in replica order; with none, the partition is leaderless (or unclean, if enabled)."""
+        """Fence a broker: it leaves every ISR and its leaderships move (:meth:`_leave_records`)."""
         b = self.image.brokers[broker_id]
-        records: list[dict] = [{"type": "fence_broker", "broker_id": broker_id, "epoch": b.epoch}]
-        live = {x.broker_id for x in self.image.live_brokers()} - {broker_id}
+        return [{"type": "fence_broker", "broker_id": broker_id, "epoch": b.epoch}, *self._leave_records(broker_id)]
+
+    def _shutdown_records(self, broker_id: int) -> list[dict]:
+        """Enter controlled shutdown: still unfenced, but it leaves every ISR and its leaderships move."""
+        b = self.image.brokers[broker_id]
+        return [{"type": "controlled_shutdown", "broker_id": broker_id, "epoch": b.epoch},
+                *self._leave_records(broker_id)]
+
+    def _leave_records(self, broker_id: int) -> list[dict]:
+        """The broker leaves every ISR (unless it is the last member) and its leaderships move to another active ISR
+        member in replica order; with none, the partition is leaderless (or unclean, if enabled)."""
+        records: list[dict] = []
+        live = {x.broker_id for x in self.image.active_brokers()} - {broker_id}
         for t in self.image.topics.values():
             for st in t.partitions:
                 if broker_id not in st.isr and st.leader != broker_id:
@@ -300,7 +340,7 @@ class QuorumController:
     def _unclean_elections(self) -> list[dict]:
         """Leaderless partitions of topics that allow unclean election take any live replica (data may be lost)."""
         records = []
-        live = {x.broker_id for x in self.image.live_brokers()}
+        live = {x.broker_id for x in self.image.active_brokers()}
         for t in self.image.topics.values():
             if not self._unclean_allowed(t):
                 continue
@@ -317,7 +357,7 @@ class QuorumController:
         """ElectLeaders: (topic, partition, error, message) each; preferred = the first replica if live and in sync."""
         out = []
         records = []
-        live = {x.broker_id for x in self.image.live_brokers()}
+        live = {x.broker_id for x in self.image.active_brokers()}
         for topic, idx in partitions:
             st = self.image.partition(topic, idx)
             if st is None:
@@ -351,7 +391,8 @@ class QuorumController:
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, index: int,
                         leader_epoch: int, partition_epoch: int, new_isr: list[int]) -> tuple[int, PartitionState | None]:
         """ReplicationControlManager.alterPartition: only the current leader, at the current leader epoch and
-        partition epoch, may change the ISR; a new ISR member must be a live replica (INELIGIBLE_REPLICA)."""
+        partition epoch, may change the ISR; a new ISR member must be an active replica: registered, unfenced and
+        not in controlled shutdown (INELIGIBLE_REPLICA)."""
         b = self.image.brokers.get(broker_id)
         if b is None or b.epoch != broker_epoch:
             return STALE_BROKER_EPOCH, None
@@ -370,7 +411,7 @@ class QuorumController:
         if broker_id not in new_isr or len(set(new_isr)) != len(new_isr):
             return E.InvalidRequestError.errno, st
         for r in new_isr:
-            if r not in st.replicas or (r not in st.isr and not self.image.is_live(r)):
+            if r not in st.replicas or (r not in st.isr and not self.image.is_active(r)):
                 return INELIGIBLE_REPLICA, st
         isr = [r for r in st.replicas if r in new_isr]
         rec = self._change(st, isr=isr)
@@ -396,13 +437,21 @@ class QuorumController:
             return E.InvalidPartitionsError.errno, "Number of partitions must be larger than 0."
         if replication_factor <= 0:
             return E.InvalidReplicationFactorError.errno, "Replication factor must be larger than 0."
-        live = [b.broker_id for b in self.image.live_brokers()]
-        if replication_factor > len(live):
+        # ClusterControlManager.usableBrokers: registered and not in controlled shutdown, fenced ones included
+        # (StripedReplicaPlacer puts replicas on them only when the unfenced ones are too few; leaders never).
+        usable = [b for _, b in sorted(self.image.brokers.items()) if not b.in_controlled_shutdown]
+        live = [b.broker_id for b in usable if not b.fenced]
+        down = [b.broker_id for b in usable if b.fenced]
+        if replication_factor > len(usable):
             return (E.InvalidReplicationFactorError.errno,
                     f"Unable to replicate the partition {replication_factor} time(s): The target replication "
-                    f"factor of {replication_factor} cannot be reached because only {len(live)} broker(s) are "
-                    f"registered.")
+                    f"factor of {replication_factor} cannot be reached because only {len(usable)} broker(s) are "
+                    f"registered or some brokers have all their log directories cordoned.")   # Kafka 4.4's words
+        if not live:
+            return E.InvalidReplicationFactorError.errno, "All brokers are currently fenced."
         why = config_error(configs)
+        if self.faults is not None and self.faults.on("topics.nine_configs_only"):
+            why = why or next((f"Unknown topic config name: {k}" for k in configs if k not in NINE_CONFIGS), None)
         if why:
             return E.InvalidConfigurationError.errno, why
         if validate_only:
@@ -410,9 +459,10 @@ class QuorumController:
         topic_id = uuid.UUID(int=self.rng.getrandbits(128))
         records: list[dict] = [{"type": "topic", "name": name, "topic_id": str(topic_id), "configs": dict(configs),
                                 "internal": internal}]
-        for i, replicas in enumerate(place(live, num_partitions, replication_factor, self.rng)):
+        for i, replicas in enumerate(place(live, num_partitions, replication_factor, self.rng, down)):
+            isr = [r for r in replicas if r in live]        # ReplicationControlManager: ISR = the active replicas
             records.append({"type": "partition", "topic_id": str(topic_id), "partition": i, "replicas": replicas,
-                            "isr": list(replicas), "leader": replicas[0], "leader_epoch": 0, "partition_epoch": 0})
+                            "isr": isr, "leader": isr[0], "leader_epoch": 0, "partition_epoch": 0})
         self._commit(records)
         return 0, None
 

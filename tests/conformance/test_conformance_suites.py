@@ -30,6 +30,7 @@ ISR_HW = "conformance/suites/test_isr_hw.py"
 REBALANCE = "conformance/suites/test_rebalance.py"
 CLIENTS = "conformance/suites/test_clients.py"
 PRODUCE = "conformance/suites/test_produce.py"
+TOPICS = "conformance/suites/test_topics.py"
 
 
 def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results", target: str = "reference",
@@ -69,7 +70,7 @@ def by_rule(doc: dict) -> dict[str, set[str]]:
 
 
 def test_fetch_and_offsets_suites_pass_against_reference(tmp_path: Path) -> None:
-    doc = run_suites(tmp_path, [FETCH, OFFSETS])
+    doc = run_suites(tmp_path, [FETCH, OFFSETS, TOPICS])
     bad = [(c["nodeid"], c["outcome"], c["message"]) for c in doc["checks"] if c["outcome"] in ("divergence", "error")]
     assert not bad, f"the reference broker must pass every check:\n{json.dumps(bad, indent=1)}"
     assert len(doc["checks"]) >= 30 and doc["summary"]["pass"] >= 30, doc["summary"]
@@ -79,7 +80,7 @@ def test_fetch_and_offsets_suites_pass_against_reference(tmp_path: Path) -> None
             assert c["message"], f"{c['nodeid']} skipped without a reason"
     assert doc["target"]["name"] == "reference" and doc["target"]["version"]
     # Every rule the two suites declare was checked somewhere.
-    declared = {r for r, meta in doc["rules"].items() if meta["suite"] in ("fetch", "offsets")}
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] in ("fetch", "offsets", "topics")}
     assert declared <= set(by_rule(doc)), f"rules without a check: {declared - set(by_rule(doc))}"
     # The run wrote its operations as a history under one run id, and it satisfies the history contract.
     (hist,) = read_history(doc["history"])
@@ -163,6 +164,13 @@ FAULTS = [
     ("offsets.fetch_all_empty", OFFSETS, "fetch_all or value_boundaries", "OFFSETS-FETCH-ALL",
      {"OFFSETS-COMMIT-ROUNDTRIP"}),
     ("list_offsets.latest_is_leo", OFFSETS, "follower_lags", "LIST-OFFSETS-LATEST", set()),
+    ("offsets.visible_before_committed", OFFSETS, "visible_once_committed or round_trip_with",
+     "OFFSETS-VISIBLE-WHEN-COMMITTED", {"OFFSETS-COMMIT-ROUNDTRIP"}),
+    ("offsets.topic_rf_capped", OFFSETS, "waits_for_its_replication_factor", "OFFSETS-TOPIC-REPLICATION-FACTOR",
+     set()),
+    # topics
+    ("topics.nine_configs_only", TOPICS, "kafka_topic_config or all_topics", "TOPIC-CONFIGS-KAFKA", {"METADATA-ALL-TOPICS-INTERNAL"}),
+    ("metadata.all_topics_hide_internal", TOPICS, "all_topics or kafka_topic_config", "METADATA-ALL-TOPICS-INTERNAL", {"TOPIC-CONFIGS-KAFKA"}),
     ("list_offsets.earliest_is_latest", OFFSETS, "reset_earliest and not delete or reset_none", "RESET-EARLIEST",
      {"RESET-NONE"}),
     ("list_offsets.latest_minus_one", OFFSETS, "reset_latest or reset_none", "RESET-LATEST", {"RESET-NONE"}),
@@ -269,6 +277,7 @@ def test_faults_table_is_the_rule_switch_matrix() -> None:
         test_offsets,
         test_produce,
         test_rebalance,
+        test_topics,
     )
 
     assert set(BREAKS) <= set(SWITCHES), f"unknown switches: {set(BREAKS) - set(SWITCHES)}"
