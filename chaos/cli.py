@@ -81,6 +81,8 @@ def _run(args: argparse.Namespace) -> int:
             commit=args.commit, sub_via=args.sub_via, producers=args.producers, consumers=args.consumers,
             partitions=args.partitions, reset_prob=args.reset_prob, brokers=args.brokers,
             cluster_settings=_kv(args.cluster_config, "--cluster-config"), bootstrap=args.bootstrap,
+            target=args.target, target_config=_kv(args.target_config, "--target-config"),
+            docker_image=args.docker_image,
             allow_remote=args.allow_remote, client_extra=parse_client_settings(args.client_config),
             control=args.control, proxy_api=args.proxy_api, topology=args.topology, dry_run=args.dry_run,
             progress=not args.quiet, check_budget=args.budget, run_id=args.run_id)
@@ -140,7 +142,8 @@ def _add_run(sub: Any) -> None:
     r.add_argument("--workload", default="queue", help="workload (queue)")
     r.add_argument("--nemesis", default="kill,pause",
                    help="comma-separated faults: kill, pause, restart, partition, latency, kafka-error, "
-                        "stall-followers, kill-leader; 'none' for a fault-free run")
+                        "isolate-leader, isolate-controller, kill-controller, pause-controller, majority-minority, "
+                        "bridge, stall-followers, kill-leader; 'none' for a fault-free run")
     r.add_argument("--schedule", default="random", choices=("random", "lossy"),
                    help="random: a seeded fault every --interval; lossy: stall followers, kill the leader")
     r.add_argument("--duration", default="60s", help="workload duration (60s, 2m, ...)")
@@ -158,9 +161,15 @@ def _add_run(sub: Any) -> None:
     r.add_argument("--consumers", type=int, default=2)
     r.add_argument("--partitions", type=int, default=2)
     r.add_argument("--reset-prob", type=float, default=0.0, help="per poll: tear the consumer down and reopen it")
-    r.add_argument("--brokers", type=int, default=3, help="brokers of the reference cluster started here")
+    r.add_argument("--target", default="reference", choices=("reference", "kafka", "tansu", "docker"),
+                   help="the cluster started here: reference (default), kafka (Apache Kafka from Maven Central), "
+                        "tansu, docker; --bootstrap instead runs against a live cluster")
+    r.add_argument("--target-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="target option, as for the suites (e.g. version=4.1.2, controllers=3, storage=s3)")
+    r.add_argument("--docker-image", default=None, help="image for --target docker (e.g. build:kafka)")
+    r.add_argument("--brokers", type=int, default=3, help="brokers of the cluster started here")
     r.add_argument("--cluster-config", action="append", default=[], metavar="KEY=VALUE",
-                   help="reference cluster setting (Kafka names), e.g. min.insync.replicas=1")
+                   help="broker setting (Kafka's names) of the cluster started here, e.g. min.insync.replicas=1")
     r.add_argument("--bootstrap", help="HOST:PORT of a live cluster instead of starting one")
     r.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --bootstrap")
     r.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",

@@ -63,3 +63,32 @@ def partition_leader(bootstrap: str, topic: str | None, partition: int = 0, time
     if leader < 0:
         raise LookupError(f"{topic}-{partition} has no leader")
     return topic, partition, leader
+
+
+async def _quorum_leader(bootstrap: str, timeout: float) -> int | None:
+    from kafka.protocol.admin import DescribeQuorumRequest
+
+    from reference_broker.client.protocol import Connection
+
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    conn = await Connection.connect(host, int(port), client_id="kct-chaos")
+    try:
+        await conn.api_versions()
+        if 55 not in conn.broker_versions:
+            return None
+        T = DescribeQuorumRequest.TopicData
+        req = DescribeQuorumRequest(topics=[T(topic_name="__cluster_metadata",
+                                              partitions=[T.PartitionData(partition_index=0)])])
+        r = await conn.request(req, version=min(conn.broker_versions[55][1], 2), timeout=timeout)
+        part = r.body.topics[0].partitions[0] if r.body.topics and r.body.topics[0].partitions else None
+        if r.body.error_code or part is None or part.error_code or part.leader_id < 0:
+            return None
+        return int(part.leader_id)
+    finally:
+        await conn.close()
+
+
+def active_controller(bootstrap: str, timeout: float = 5.0) -> int | None:
+    """The node id of the active controller, asked with DescribeQuorum (KIP-595; a KRaft broker forwards it to the
+    quorum), or None where DescribeQuorum is not served (the reference cluster's single controller, Tansu)."""
+    return run_sync(lambda: _quorum_leader(bootstrap, timeout))

@@ -14,16 +14,21 @@ from .isolate_controller import IsolateControllerNemesis
 from .isolate_leader import IsolateLeaderNemesis
 from .kafka_error import KafkaErrorNemesis
 from .kill import KillNemesis
+from .kill_controller import KillControllerNemesis
 from .latency import LatencyNemesis
 from .majority_minority import MajorityMinorityNemesis
 from .partition import PartitionNemesis
 from .pause import PauseNemesis
+from .pause_controller import PauseControllerNemesis
 from .restart import RestartNemesis
 
 NEMESES: dict[str, Nemesis] = {n.kind: n for n in (
     KillNemesis(), PauseNemesis(), RestartNemesis(), PartitionNemesis(), LatencyNemesis(), KafkaErrorNemesis(),
     # network splits of a proxied cluster (fixtures.proxied): need a topology with broker and controller links
-    IsolateLeaderNemesis(), IsolateControllerNemesis(), MajorityMinorityNemesis(), BridgeNemesis())}
+    IsolateLeaderNemesis(), IsolateControllerNemesis(), MajorityMinorityNemesis(), BridgeNemesis(),
+    # the active controller, found when the fault starts (DescribeQuorum on Kafka, the controller process on the
+    # reference cluster)
+    KillControllerNemesis(), PauseControllerNemesis())}
 
 
 @dataclass(frozen=True)
