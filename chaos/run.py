@@ -132,6 +132,10 @@ class RunOptions:
 CHAOS_CLUSTER_DEFAULTS = {
     "min.insync.replicas": "2",
     "unclean.leader.election.enable": "false",
+    # Kafka's controller elects uncleanly at fencing time and then only every this often (default 5 min), so a
+    # leader lost while its followers were fenced too stays leaderless for a whole run without it (Kafka's own
+    # UncleanLeaderElectionTest sets 10 ms)
+    "unclean.leader.election.interval.ms": "500",
     "replica.lag.time.max.ms": "2000",
     "broker.session.timeout.ms": "4000",
     "default.replication.factor": "3",

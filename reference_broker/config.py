@@ -38,6 +38,9 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # make "partition broker 1 from 2" one proxy switch); brokers not named use their registered address.
     "replica.link.addresses": (str, ""),
     "unclean.leader.election.enable": (bool, False),
+    # how often the controller elects leaders uncleanly for leaderless partitions (Kafka's periodic electUnclean
+    # task); fencing a leader elects uncleanly at once where the topic allows it
+    "unclean.leader.election.interval.ms": (int, 300_000),
     "group.initial.rebalance.delay.ms": (int, 3_000),
     "group.min.session.timeout.ms": (int, 6_000),
     "group.max.session.timeout.ms": (int, 1_800_000),

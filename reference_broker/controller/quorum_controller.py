@@ -260,13 +260,20 @@ class QuorumController:
         return expired
 
     def start_ticker(self) -> None:
-        """Check sessions (and unclean elections) periodically through the clock."""
-        interval = max(0.05, min(0.25, self._session_s() / 10))
+        """Check sessions periodically through the clock, and every unclean.leader.election.interval.ms elect
+        leaders uncleanly for leaderless partitions that allow it (QuorumController's electUnclean task)."""
+        interval = max(0.05, min(0.25, self._session_s() / 10,
+                                 int(self.config["unclean.leader.election.interval.ms"]) / 1000))
+
+        unclean_s = max(0.001, int(self.config["unclean.leader.election.interval.ms"]) / 1000)
+        next_unclean = [self.clock.monotonic() + unclean_s]
 
         def tick() -> None:
             try:
                 self.expire_sessions()
-                self._commit(self._unclean_elections())
+                if self.clock.monotonic() >= next_unclean[0]:      # Kafka's periodic electUnclean task
+                    next_unclean[0] = self.clock.monotonic() + unclean_s
+                    self._commit(self._unclean_elections())
             finally:
                 self._ticker = self.clock.call_later(interval, tick)
         self._ticker = self.clock.call_later(interval, tick)
