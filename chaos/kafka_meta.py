@@ -45,6 +45,21 @@ async def _describe(bootstrap: str, timeout: float) -> dict[str, Any]:
         return await asyncio.wait_for(admin.describe_topics(None), timeout)
 
 
+def partition_replicas(bootstrap: str, topic: str, partition: int = 0, timeout: float = 5.0
+                       ) -> tuple[int, list[int]]:
+    """(leader id, replica ids) of one partition from Metadata; LookupError when there is no such partition."""
+    meta = run_sync(lambda: _describe(bootstrap, timeout)).get(topic)
+    if meta is None or meta.error_code or partition not in meta.partitions:
+        raise LookupError(f"no partition {topic}-{partition} in Metadata")
+    p = meta.partitions[partition]
+    return p.leader, list(p.replicas)
+
+
+# The leader each partition had when a leader-aware fault last looked: while its followers are stopped, a Metadata
+# request may hang on a stopped broker, so kill-leader uses what stall-followers saw (the lossy schedule).
+LAST_LEADER: dict[tuple[str, int], int] = {}
+
+
 def partition_leader(bootstrap: str, topic: str | None, partition: int = 0, timeout: float = 5.0
                      ) -> tuple[str, int, int]:
     """(topic, partition, leader id) from Metadata; `topic=None` picks the first non-internal topic by name.

@@ -18,90 +18,9 @@ NOT_ENOUGH_REPLICAS instead of being acknowledged.
 
 from __future__ import annotations
 
-import random
-from typing import Any
-
-from .nemesis.base import Context, Fault, PlanInput
+from .nemesis.kill_leader import KillLeaderNemesis
 from .nemesis.schedule import Step
-
-
-def partition_leader(bootstrap: str, topic: str, partition: int) -> tuple[int, list[int]]:
-    """(leader id, replica ids) of one partition, from a fresh Metadata request."""
-    from kafka.admin import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=5000)
-    try:
-        (desc,) = admin.describe_topics([topic])
-        # kafka-python's describe output uses the schema's field names (partition_index, leader_id, replica_nodes)
-        def get(d: dict, *names: str) -> Any:
-            return next(d[n] for n in names if n in d)
-
-        p = next(p for p in get(desc, "partitions") if get(p, "partition_index", "partition") == partition)
-        return int(get(p, "leader_id", "leader")), [int(r) for r in get(p, "replica_nodes", "replicas")]
-    finally:
-        admin.close()
-
-
-# The leader each partition had when a leader-aware fault last looked: while followers are stopped, a Metadata
-# request may hang on a stopped broker, so kill-leader uses what stall-followers saw.
-LAST_LEADER: dict[tuple[str, int], int] = {}
-
-
-class StallFollowersNemesis:
-    """SIGSTOP the followers of a partition's current leader; SIGCONT at the end."""
-
-    kind = "stall-followers"
-
-    def plan(self, rng: random.Random, where: PlanInput) -> dict[str, Any]:
-        return {"topic": "chaos-queue", "partition": 0}
-
-    def bind(self, params: dict[str, Any], ctx: Context) -> Fault:
-        stalled: list[int] = []
-        live = dict(params)
-
-        def start() -> None:
-            leader, replicas = partition_leader(ctx.target.bootstrap, params["topic"], params["partition"])
-            live["leader"] = leader
-            LAST_LEADER[(params["topic"], params["partition"])] = leader
-            for b in replicas:
-                if b != leader:
-                    ctx.target.pause_broker(b)
-                    stalled.append(b)
-            live["brokers"] = list(stalled)
-
-        def stop() -> None:
-            while stalled:
-                ctx.target.resume_broker(stalled.pop())
-
-        return Fault(self.kind, live, start, stop)
-
-
-class KillLeaderNemesis:
-    """SIGKILL a partition's current leader; restart it at the end."""
-
-    kind = "kill-leader"
-
-    def plan(self, rng: random.Random, where: PlanInput) -> dict[str, Any]:
-        return {"topic": "chaos-queue", "partition": 0}
-
-    def bind(self, params: dict[str, Any], ctx: Context) -> Fault:
-        killed: list[int] = []
-        live = dict(params)
-
-        def start() -> None:
-            leader = LAST_LEADER.pop((params["topic"], params["partition"]), None)
-            if leader is None:
-                leader, _ = partition_leader(ctx.target.bootstrap, params["topic"], params["partition"])
-            live["broker"] = leader
-            ctx.target.kill_broker(leader)
-            killed.append(leader)
-
-        def stop() -> None:
-            while killed:
-                ctx.target.restart(killed.pop())
-
-        return Fault(self.kind, live, start, stop)
-
+from .nemesis.stall_followers import StallFollowersNemesis
 
 LEADER_NEMESES = {n.kind: n for n in (StallFollowersNemesis(), KillLeaderNemesis())}
 

@@ -15,12 +15,14 @@ from .isolate_leader import IsolateLeaderNemesis
 from .kafka_error import KafkaErrorNemesis
 from .kill import KillNemesis
 from .kill_controller import KillControllerNemesis
+from .kill_leader import KillLeaderNemesis
 from .latency import LatencyNemesis
 from .majority_minority import MajorityMinorityNemesis
 from .partition import PartitionNemesis
 from .pause import PauseNemesis
 from .pause_controller import PauseControllerNemesis
 from .restart import RestartNemesis
+from .stall_followers import StallFollowersNemesis
 
 NEMESES: dict[str, Nemesis] = {n.kind: n for n in (
     KillNemesis(), PauseNemesis(), RestartNemesis(), PartitionNemesis(), LatencyNemesis(), KafkaErrorNemesis(),
@@ -28,7 +30,9 @@ NEMESES: dict[str, Nemesis] = {n.kind: n for n in (
     IsolateLeaderNemesis(), IsolateControllerNemesis(), MajorityMinorityNemesis(), BridgeNemesis(),
     # the active controller, found when the fault starts (DescribeQuorum on Kafka, the controller process on the
     # reference cluster)
-    KillControllerNemesis(), PauseControllerNemesis())}
+    KillControllerNemesis(), PauseControllerNemesis(),
+    # a partition's current leader / its followers, found when the fault starts (Metadata)
+    KillLeaderNemesis(), StallFollowersNemesis())}
 
 
 @dataclass(frozen=True)
