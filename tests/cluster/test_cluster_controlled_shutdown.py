@@ -44,14 +44,14 @@ def test_controlled_shutdown_waits_until_brokers_applied_it(make_cluster) -> Non
         during, _ = wait_for(lambda: view(addrs[observer], "cs"), lambda v: v[1] != leader, 5, "the leadership to move")
         time.sleep(1.0)                        # the shutdown must not be granted while the paused broker lags
         during_later = view(addrs[observer], "cs")
-        still_running = cluster.nodes[leader].proc.poll() is None
+        still_running = cluster.nodes[leader].alive()
     finally:
         cluster.resume(paused)
     assert leader in during[0] and leader in during_later[0] and leader not in during_later[2] and still_running, (
         f"broker {leader} in controlled shutdown while broker {paused} is paused: Metadata (brokers, leader, ISR) "
         f"{during} then {during_later}, process running: {still_running}; Kafka keeps it registered and unfenced, "
         f"out of leadership and ISR, until every active broker applied the change")
-    wait_for(lambda: cluster.nodes[leader].proc.poll(), lambda rc: rc is not None, 15, f"broker {leader} to exit")
+    wait_for(lambda: cluster.nodes[leader].returncode, lambda rc: rc is not None, 15, f"broker {leader} to exit")
     after, _ = wait_for(lambda: view(addrs[observer], "cs"), lambda v: leader not in v[0], 10,
                         f"broker {leader} to be fenced")
-    assert cluster.nodes[leader].proc.returncode == 0, cluster.nodes[leader].log_tail()
+    assert cluster.nodes[leader].returncode == 0, cluster.nodes[leader].log_tail()
