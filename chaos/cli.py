@@ -84,11 +84,13 @@ def _run(args: argparse.Namespace) -> int:
             target=args.target, target_config=_kv(args.target_config, "--target-config"),
             docker_image=args.docker_image,
             allow_remote=args.allow_remote, client_extra=parse_client_settings(args.client_config),
-            control=args.control, proxy_api=args.proxy_api, topology=args.topology, dry_run=args.dry_run,
+            control=args.control, control_cmds=list(args.control_cmd), proxy_api=args.proxy_api, topology=args.topology, dry_run=args.dry_run,
             progress=not args.quiet, check_budget=args.budget, run_id=args.run_id)
         if opts.dry_run:
             for step in plan_only(opts):
                 print(step.describe())
+            if opts.control_cmds:
+                _print_commands(opts)
             return 0
     except (RunError, ValueError) as e:
         print(f"chaos run: {e}", file=sys.stderr)
@@ -136,6 +138,23 @@ def _run(args: argparse.Namespace) -> int:
     return res.exit_code
 
 
+def _print_commands(opts: Any) -> None:
+    """The dry run of --control-cmd: every command each node's faults would run (none is run)."""
+    from .remote import CommandTarget, ControlCommandError, parse_templates
+
+    templates = parse_templates(opts.control_cmds)
+    try:
+        target = CommandTarget.discover(opts.bootstrap, templates, allow_remote=opts.allow_remote)
+    except ControlCommandError as e:
+        print(f"commands (not rendered: {e}):")
+        for verb, template in templates.items():
+            print(f"  {verb:8s} {template}")
+        return
+    print("commands each fault would run (dry run: none is run):")
+    for line in target.plan_lines():
+        print(f"  {line}")
+
+
 def _add_run(sub: Any) -> None:
     r = sub.add_parser("run", help="run a workload under a nemesis and check the history",
                        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__)
@@ -175,6 +194,10 @@ def _add_run(sub: Any) -> None:
     r.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",
                    help="client security settings passed through: security.protocol, sasl.*, ssl.*")
     r.add_argument("--control", help="live reference cluster's CONTROL socket (allows process faults)")
+    r.add_argument("--control-cmd", action="append", default=[], metavar="VERB=COMMAND",
+                   help="process faults on a live cluster as shell command templates, one per verb (kill, pause, "
+                        "resume, restart) with {node}, {host}, {port}: e.g. 'kill=ssh {host} sudo systemctl kill -s "
+                        "KILL kafka'; shown by --dry-run; brokers off loopback need --allow-remote")
     r.add_argument("--proxy-api", help="Toxiproxy API HOST:PORT whose proxies network faults may switch")
     r.add_argument("--topology", help='JSON file {"c->b1": "proxy-name", ...}: which proxy carries which link')
     r.add_argument("--budget", type=float, default=10.0, help="linearizability budget per partition, seconds")

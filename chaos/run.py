@@ -116,6 +116,7 @@ class RunOptions:
     allow_remote: bool = False
     client_extra: dict[str, str] = field(default_factory=dict)
     control: str | None = None
+    control_cmds: list[str] = field(default_factory=list)   # ["kill=ssh {host} ...", ...] (chaos/remote.py)
     proxy_api: str | None = None
     topology: str | None = None
     run_id: str | None = None
@@ -318,6 +319,28 @@ def _say(opts: RunOptions, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+# the --control-cmd verbs each process fault needs (start, then undo)
+VERBS_NEEDED = {"kill": ("kill", "restart"), "kill-leader": ("kill", "restart"), "kill-controller": ("kill", "restart"),
+                "restart": ("restart",), "pause": ("pause", "resume"), "stall-followers": ("pause", "resume"),
+                "pause-controller": ("pause", "resume")}
+
+
+def command_target(opts: RunOptions, wanted: set[str]) -> Any:
+    """The live cluster's fault verbs as command templates (chaos/remote.py), checked before anything runs."""
+    from .remote import CommandTarget, ControlCommandError, parse_templates
+
+    try:
+        templates = parse_templates(opts.control_cmds)
+        missing = sorted({v for f in wanted for v in VERBS_NEEDED.get(f, ())} - set(templates))
+        if missing:
+            raise ControlCommandError(f"nemesis {', '.join(sorted(wanted & set(VERBS_NEEDED)))} needs "
+                                      f"--control-cmd for {', '.join(missing)}")
+        assert opts.bootstrap is not None
+        return CommandTarget.discover(opts.bootstrap, templates, allow_remote=opts.allow_remote)
+    except ControlCommandError as e:
+        raise RunError(str(e)) from None
+
+
 def plan_only(opts: RunOptions) -> list[Step]:
     brokers = list(range(opts.brokers)) if opts.bootstrap is None else [0, 1, 2]  # reference ids: 0..N-1
     if opts.bootstrap is not None:
@@ -336,14 +359,17 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     topology = None
     if opts.bootstrap is not None:
         addrs = check_bootstrap(opts.bootstrap, opts.allow_remote)
-        if wanted & PROCESS_FAULTS and not opts.control:
+        if wanted & PROCESS_FAULTS and not (opts.control or opts.control_cmds):
             raise RunError(f"nemesis {', '.join(sorted(wanted & PROCESS_FAULTS))} on a live cluster needs --control "
-                           "SOCKET (the reference cluster's CONTROL socket); no process is touched otherwise")
+                           "SOCKET (the reference cluster's CONTROL socket) or --control-cmd VERB=COMMAND templates; "
+                           "no process is touched otherwise")
         if not reachable(addrs):
             raise RunError(f"cluster unreachable: nothing answers at {opts.bootstrap}")
         bootstrap = opts.bootstrap
         if opts.control:
             target = ControlSocketTarget(opts.control, bootstrap)
+        elif opts.control_cmds:
+            target = command_target(opts, wanted)
         target_name = "live"
     else:
         if opts.target not in STARTABLE:
