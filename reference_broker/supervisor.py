@@ -29,6 +29,87 @@ class ProcessError(RuntimeError):
 
 _LIVE: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
 
+# The watchdog: a small process reading "+ PID STARTTIME" / "- PID" lines on a pipe from this one. When the pipe
+# closes — this process exited, crashed or was SIGKILLed (a CI timeout) — it sends SIGCONT and SIGKILL to every
+# process still registered whose start time still matches: children started with start_new_session survive their
+# parent otherwise (JVMs, Tansu, dockerd).
+_WATCHDOG = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+def started(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+pids = {}
+for line in sys.stdin:
+    op, _, rest = line.strip().partition(" ")
+    if op == "+":
+        pid, _, when = rest.partition(" ")
+        pids[int(pid)] = when
+    elif op == "-":
+        pids.pop(int(rest), None)
+for pid, when in pids.items():
+    if when and started(pid) == when:       # the same process, not a later one that reuses the PID
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+"""
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the PID, an identity no
+    later process shares."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+class _Watchdog:
+    """This process's dead man's switch for its supervised children (started on first use, one per process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[str] | None = None
+        self._owner = 0
+
+    def _send(self, line: str) -> None:
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None or self._owner != os.getpid():
+                if line.startswith("- "):
+                    return
+                import sys
+
+                self._proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG], stdin=subprocess.PIPE,
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+                                              start_new_session=True)
+                self._owner = os.getpid()
+            try:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write(line + "\n")
+                self._proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+
+    def watch(self, pid: int) -> None:
+        when = start_time(pid)
+        if when is not None:
+            self._send(f"+ {pid} {when}")
+
+    def forget(self, pid: int) -> None:
+        self._send(f"- {pid}")
+
+
+_WATCH = _Watchdog()
+
 
 class ManagedProcess:
     """One OS process: started with its output appended to `log_path`, stopped by PID.
@@ -91,6 +172,7 @@ class ManagedProcess:
             log.close()
             raise self.error(f"cannot start {self.what}: {self.argv[0]}: {exc.strerror or exc}") from exc
         _LIVE.add(self)
+        _WATCH.watch(self._proc.pid)
         if not self.ready_pattern:
             log.close()
             return None
@@ -206,6 +288,7 @@ class ManagedProcess:
             return
         try:
             self._proc.wait(timeout)
+            _WATCH.forget(self._proc.pid)
         except subprocess.TimeoutExpired as exc:
             raise self.error(f"{self.what} (pid {self._proc.pid}) did not exit after SIGKILL") from exc
         if self._pump is not None:
