@@ -1,18 +1,12 @@
-"""Group rebalance benchmark: the reference broker against Tansu, measured in the same run.
+"""Group rebalance benchmark: the reference broker against Tansu (or Apache Kafka), measured in the same run.
 
-For 2, 10 and 50 members (reference client ``GroupConsumer``, range assignor, 2 partitions per member) in one
-group: one non-leader member leaves (close(): LeaveGroup) or, in a fresh group, is killed (abort(): sockets closed,
-no LeaveGroup, so only the session timeout tells the coordinator). Measured from that moment:
-- ``rebalance``: the coordinator has started the rebalance (DescribeGroups shows a state other than Stable);
-- ``stable``: the group is Stable again with one member fewer, seen by DescribeGroups polled every 5 ms;
-- ``assigned``: every remaining member has its new assignment (on_assign) and together they own every partition.
-Also ``formed``: time for the whole group to form in the first place.
-
-Member settings: session.timeout.ms 3000, heartbeat.interval.ms 500, max.poll.interval.ms 30000 (the rebalance
-timeout); the reference broker runs with group.min.session.timeout.ms=1000 and
+For 2, 10 and 50 members in one group, one non-leader member leaves (LeaveGroup) or, in a fresh group, is killed
+(no LeaveGroup: only the session timeout tells the coordinator); the time until the group is Stable again and every
+partition reassigned. What each figure means and the member settings: benchmarks/measure/groups.py (shared with
+bench_vs_kafka.py). The reference broker and Kafka run with group.min.session.timeout.ms=1000 and
 group.initial.rebalance.delay.ms=100 (Tansu has no such settings: its defaults).
 
-    python benchmarks/bench_groups.py [--sizes 2,10,50] [--targets reference,tansu]
+    python benchmarks/bench_groups.py [--sizes 2,10,50] [--targets reference,tansu,kafka]
 
 Prints a table and writes JSON (benchmarks/results/bench_groups.json).
 """
@@ -20,148 +14,27 @@ Prints a table and writes JSON (benchmarks/results/bench_groups.json).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from kafka.protocol.admin import DescribeGroupsRequest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.measure.groups import (  # noqa: E402
+    BROKER_SETTINGS,
+    HEARTBEAT_MS,
+    MAX_POLL_MS,
+    SESSION_MS,
+    rebalances,
+)
 from fixtures import make_target  # noqa: E402
-from reference_broker.client.admin import Admin, NewTopic  # noqa: E402
-from reference_broker.client.group import GroupConsumer  # noqa: E402
-from reference_broker.client.protocol import Connection  # noqa: E402
-from reference_broker.client.types import TopicPartition  # noqa: E402
 
-SESSION_MS = 3000
-HEARTBEAT_MS = 500
-MAX_POLL_MS = 30000
-REFERENCE_SETTINGS = {"kafka.group.min.session.timeout.ms": "1000", "kafka.group.initial.rebalance.delay.ms": "100"}
-SCENARIO_TIMEOUT = 40.0
-
-
-class BenchMember:
-    """A member polling in its own task; records when it last got an assignment."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str, i: int) -> None:
-        self.consumer = GroupConsumer(
-            bootstrap, group, client_id=f"m{i:02d}", session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=MAX_POLL_MS, enable_auto_commit=False,
-            auto_offset_reset="latest", fetch_max_wait_ms=500)
-        self.topic = topic
-        self.assigned: set[TopicPartition] = set()
-        self.assigned_at = 0
-        self.stop = asyncio.Event()
-        self.task: asyncio.Task | None = None
-
-    def on_assign(self, tps: set[TopicPartition]) -> None:
-        self.assigned, self.assigned_at = set(tps), time.monotonic_ns()
-
-    def on_revoke(self, tps: set[TopicPartition]) -> None:
-        self.assigned = set()
-
-    async def run(self) -> None:
-        self.consumer.subscribe([self.topic], on_assign=self.on_assign, on_revoke=self.on_revoke)
-        while not self.stop.is_set():
-            await self.consumer.poll(100)
-
-    def start(self) -> None:
-        self.task = asyncio.get_running_loop().create_task(self.run())
-
-    async def halt(self) -> None:
-        self.stop.set()
-        if self.task is not None:
-            await self.task
-
-
-def covered(members: list[BenchMember], partitions: int) -> bool:
-    owned = [tp for m in members for tp in m.assigned]
-    return len(owned) == partitions == len(set(owned)) and all(m.consumer.stable for m in members)
-
-
-async def wait_for(pred: Any, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.005)
-
-
-async def describe_stable(conn: Connection, group: str, members: int, since: int, out: dict) -> None:
-    """Poll DescribeGroups every 5 ms: when the group first leaves Stable, then when it is Stable again with
-    ``members`` members (a Stable group seen before any rebalance state is the old generation, not the new)."""
-    v = conn.versions[15]
-    while True:
-        resp = await conn.request(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), v)
-        g = resp.body.groups[0]
-        if g.group_state != "Stable" and "rebalance_ms" not in out:
-            out["rebalance_ms"] = (resp.received_ns - since) / 1e6
-        if g.group_state == "Stable" and len(g.members) == members and "rebalance_ms" in out:
-            out["stable_ms"] = (resp.received_ns - since) / 1e6
-            return
-        await asyncio.sleep(0.005)
-
-
-async def scenario(bootstrap: str, n: int, event: str) -> dict[str, Any]:
-    partitions = 2 * n
-    topic = f"bench-{uuid.uuid4().hex[:8]}"
-    group = f"bg-{uuid.uuid4().hex[:8]}"
-    async with Admin(bootstrap) as admin:
-        await admin.create_topics([NewTopic(topic, partitions)])
-    members = [BenchMember(bootstrap, group, topic, i) for i in range(n)]
-    t_start = time.monotonic()
-    for m in members:
-        m.start()
-    result: dict[str, Any] = {"members": n, "event": event, "partitions": partitions}
-    conn: Connection | None = None
-    try:
-        await wait_for(lambda: covered(members, partitions), SCENARIO_TIMEOUT, f"{n} members forming")
-        result["formed_ms"] = (time.monotonic() - t_start) * 1000
-        leader = members[0].consumer.leader_id
-        victim = next(m for m in reversed(members) if m.consumer.member_id != leader)
-        rest = [m for m in members if m is not victim]
-        _, host, port = members[0].consumer.coordinator or (0, "", 0)
-        conn = await Connection.connect(host, port)
-        await conn.api_versions()
-        gen = members[0].consumer.generation_id
-        await victim.halt()
-        t0 = time.monotonic_ns()
-        if event == "leave":
-            await victim.consumer.close()
-        else:
-            await victim.consumer.abort()
-        described: dict[str, float] = {}
-        watcher = asyncio.get_running_loop().create_task(describe_stable(conn, group, n - 1, t0, described))
-        await wait_for(lambda: covered(rest, partitions) and all(m.consumer.generation_id > gen for m in rest),
-                       SCENARIO_TIMEOUT, f"{n - 1} members taking over after {event}")
-        result["assigned_ms"] = (max(m.assigned_at for m in rest) - t0) / 1e6
-        try:
-            await asyncio.wait_for(watcher, 5)
-            result["stable_ms"] = described.get("stable_ms")
-            result["rebalance_ms"] = described.get("rebalance_ms")
-        except TimeoutError:
-            result["stable_ms"] = None  # DescribeGroups never showed Stable with n-1 members
-    except TimeoutError as exc:
-        states: dict[str, int] = {}
-        for m in members:
-            key = f"gen={m.consumer.generation_id} stable={m.consumer.stable} parts={len(m.assigned)}"
-            states[key] = states.get(key, 0) + 1
-        result["error"] = f"timeout: {exc}; member states {states}"
-    finally:
-        for m in members:
-            m.stop.set()
-        await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
-        await asyncio.gather(*(m.consumer.abort() for m in members), return_exceptions=True)
-        if conn is not None:
-            await conn.close()
-    return result
+# Targets that take Kafka's group settings (Tansu has none: its defaults).
+SETTABLE = ("reference", "kafka")
 
 
 def fmt(x: Any) -> str:
@@ -176,22 +49,21 @@ def main() -> int:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = {"session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
-                "max.poll.interval.ms": MAX_POLL_MS, "reference_broker": REFERENCE_SETTINGS,
-                "describe_groups_poll_ms": 5}
+                "max.poll.interval.ms": MAX_POLL_MS, "broker": BROKER_SETTINGS, "describe_groups_poll_ms": 5}
     print(f"member settings: session.timeout.ms={SESSION_MS} heartbeat.interval.ms={HEARTBEAT_MS} "
-          f"max.poll.interval.ms={MAX_POLL_MS}; reference broker {REFERENCE_SETTINGS}; Tansu defaults", flush=True)
+          f"max.poll.interval.ms={MAX_POLL_MS}; {', '.join(SETTABLE)} {BROKER_SETTINGS}; Tansu defaults", flush=True)
     results: dict[str, Any] = {"settings": settings, "runs": []}
     t_all = time.monotonic()
     for name in args.targets.split(","):
-        cfg = {"memory": "true", **REFERENCE_SETTINGS} if name == "reference" else {}
+        cfg = dict(BROKER_SETTINGS) if name in SETTABLE else {}
+        if name == "reference":
+            cfg["memory"] = "true"
         with tempfile.TemporaryDirectory() as tmp, make_target(name, config=cfg, work_dir=tmp) as target:
             results.setdefault("versions", {})[name] = target.version()
-            for n in sizes:
-                for event in ("leave", "kill"):
-                    r = asyncio.run(scenario(target.bootstrap, n, event))
-                    r["target"] = name
-                    results["runs"].append(r)
-                    print(json.dumps(r), flush=True)
+            for r in rebalances(target.bootstrap, sizes):
+                r["target"] = name
+                results["runs"].append(r)
+                print(json.dumps(r), flush=True)
     results["wall_s"] = time.monotonic() - t_all
     print()
     print("time from a member's leave / kill to the group Stable again with every partition reassigned (ms)")

@@ -82,12 +82,16 @@ def _run(args: argparse.Namespace) -> int:
             commit=args.commit, sub_via=args.sub_via, producers=args.producers, consumers=args.consumers,
             partitions=args.partitions, reset_prob=args.reset_prob, brokers=args.brokers,
             cluster_settings=_kv(args.cluster_config, "--cluster-config"), bootstrap=args.bootstrap,
+            target=args.target, target_config=_kv(args.target_config, "--target-config"),
+            docker_image=args.docker_image,
             allow_remote=args.allow_remote, client_extra=parse_client_settings(args.client_config),
-            control=args.control, proxy_api=args.proxy_api, topology=args.topology, dry_run=args.dry_run,
+            control=args.control, control_cmds=list(args.control_cmd), proxy_api=args.proxy_api, topology=args.topology, dry_run=args.dry_run,
             progress=not args.quiet, check_budget=args.budget, run_id=args.run_id)
         if opts.dry_run:
             for step in plan_only(opts):
                 print(step.describe())
+            if opts.control_cmds:
+                _print_commands(opts)
             return 0
     except (RunError, ValueError) as e:
         print(f"chaos run: {e}", file=sys.stderr)
@@ -138,13 +142,32 @@ def _run(args: argparse.Namespace) -> int:
     return res.exit_code
 
 
+def _print_commands(opts: Any) -> None:
+    """The dry run of --control-cmd: every command each node's faults would run (none is run)."""
+    from .remote import CommandTarget, ControlCommandError, parse_templates
+
+    templates = parse_templates(opts.control_cmds)
+    try:
+        target = CommandTarget.discover(opts.bootstrap, templates, allow_remote=opts.allow_remote)
+    except ControlCommandError as e:
+        print(f"commands (not rendered: {e}):")
+        for verb, template in templates.items():
+            print(f"  {verb:8s} {template}")
+        return
+    print("commands each fault would run (dry run: none is run):")
+    for line in target.plan_lines():
+        print(f"  {line}")
+
+
 def _add_run(sub: Any) -> None:
     r = sub.add_parser("run", help="run a workload under a nemesis and check the history",
                        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__)
     r.add_argument("--workload", default="queue", help="workload (queue)")
     r.add_argument("--nemesis", default="kill,pause",
                    help="comma-separated faults: kill, pause, restart, partition, latency, kafka-error, "
-                        "stall-followers, kill-leader; 'none' for a fault-free run")
+                        "isolate-leader, isolate-controller, kill-controller, pause-controller, majority-minority, "
+                        "bridge, stall-followers, kill-leader, kill-follower, refuse-produce, delete-consumed; "
+                        "'none' for a fault-free run")
     r.add_argument("--schedule", default="random", choices=("random", "lossy", "empty-epoch", "behind-log-start"),
                    help="random: a seeded fault every --interval; lossy: stall followers, kill the leader; "
                         "empty-epoch: refuse produce, kill the leader twice (the second led an epoch with no "
@@ -165,14 +188,24 @@ def _add_run(sub: Any) -> None:
     r.add_argument("--consumers", type=int, default=2)
     r.add_argument("--partitions", type=int, default=2)
     r.add_argument("--reset-prob", type=float, default=0.0, help="per poll: tear the consumer down and reopen it")
-    r.add_argument("--brokers", type=int, default=3, help="brokers of the reference cluster started here")
+    r.add_argument("--target", default="reference", choices=("reference", "kafka", "tansu", "docker"),
+                   help="the cluster started here: reference (default), kafka (Apache Kafka from Maven Central), "
+                        "tansu, docker; --bootstrap instead runs against a live cluster")
+    r.add_argument("--target-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="target option, as for the suites (e.g. version=4.1.2, controllers=3, storage=s3)")
+    r.add_argument("--docker-image", default=None, help="image for --target docker (e.g. build:kafka)")
+    r.add_argument("--brokers", type=int, default=3, help="brokers of the cluster started here")
     r.add_argument("--cluster-config", action="append", default=[], metavar="KEY=VALUE",
-                   help="reference cluster setting (Kafka names), e.g. min.insync.replicas=1")
+                   help="broker setting (Kafka's names) of the cluster started here, e.g. min.insync.replicas=1")
     r.add_argument("--bootstrap", help="HOST:PORT of a live cluster instead of starting one")
     r.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --bootstrap")
     r.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",
                    help="client security settings passed through: security.protocol, sasl.*, ssl.*")
     r.add_argument("--control", help="live reference cluster's CONTROL socket (allows process faults)")
+    r.add_argument("--control-cmd", action="append", default=[], metavar="VERB=COMMAND",
+                   help="process faults on a live cluster as shell command templates, one per verb (kill, pause, "
+                        "resume, restart) with {node}, {host}, {port}: e.g. 'kill=ssh {host} sudo systemctl kill -s "
+                        "KILL kafka'; shown by --dry-run; brokers off loopback need --allow-remote")
     r.add_argument("--proxy-api", help="Toxiproxy API HOST:PORT whose proxies network faults may switch")
     r.add_argument("--topology", help='JSON file {"c->b1": "proxy-name", ...}: which proxy carries which link')
     r.add_argument("--budget", type=float, default=10.0, help="linearizability budget per partition, seconds")

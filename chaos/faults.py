@@ -88,30 +88,43 @@ class Topology:
     `links` maps (from, to) -> proxy name; a client-facing proxy of broker 1 is ("c", "b1"). On a single broker
     only client links exist; a proxied reference cluster (fixtures/proxied.py) adds ("b1", "b2") follower-fetch
     links and ("b1", "controller") controller links.
+
+    `colocated` names link ends that live inside another node's process: on Kafka in combined mode "k1" (node 1's
+    controller role) runs in the JVM of "b1", so ("b0", "k1") is node 0's controller link to node 1 and a split
+    that puts "b1" somewhere takes "k1" with it. `nodes()` lists only the hosts a split can place.
     """
 
     links: dict[tuple[str, str], str] = field(default_factory=dict)
+    colocated: dict[str, str] = field(default_factory=dict)
+
+    def host(self, node: str) -> str:
+        """The node whose process `node` runs in (itself unless colocated)."""
+        return self.colocated.get(node, node)
 
     def nodes(self) -> list[str]:
-        return sorted({n for pair in self.links for n in pair})
+        return sorted({self.host(n) for pair in self.links for n in pair})
 
     def client_proxy(self, broker_id: int) -> str | None:
         return next((p for (a, b), p in self.links.items() if b == f"b{broker_id}" and not a.startswith("b")), None)
 
     def proxies_of(self, node: str) -> list[str]:
-        return sorted({p for (a, b), p in self.links.items() if node in (a, b)})
+        return sorted({p for (a, b), p in self.links.items() if node in (self.host(a), self.host(b))})
 
 
 def cut_links(topology: Topology, components: Sequence[Iterable[str]]) -> list[str]:
     """The proxies to disable so that nodes in different components cannot talk (Jepsen's complete grudge).
 
-    Nodes not named in any component stay connected to everyone.
+    Nodes not named in any component stay connected to everyone; a colocated link end goes with its host.
     """
     where: dict[str, int] = {}
     for i, comp in enumerate(components):
         for node in comp:
             where[node] = i
-    cut = {p for (a, b), p in topology.links.items() if a in where and b in where and where[a] != where[b]}
+    cut = set()
+    for (a, b), p in topology.links.items():
+        ha, hb = topology.host(a), topology.host(b)
+        if ha in where and hb in where and where[ha] != where[hb]:
+            cut.add(p)
     return sorted(cut)
 
 

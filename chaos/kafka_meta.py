@@ -45,6 +45,21 @@ async def _describe(bootstrap: str, timeout: float) -> dict[str, Any]:
         return await asyncio.wait_for(admin.describe_topics(None), timeout)
 
 
+def partition_replicas(bootstrap: str, topic: str, partition: int = 0, timeout: float = 5.0
+                       ) -> tuple[int, list[int]]:
+    """(leader id, replica ids) of one partition from Metadata; LookupError when there is no such partition."""
+    meta = run_sync(lambda: _describe(bootstrap, timeout)).get(topic)
+    if meta is None or meta.error_code or partition not in meta.partitions:
+        raise LookupError(f"no partition {topic}-{partition} in Metadata")
+    p = meta.partitions[partition]
+    return p.leader, list(p.replicas)
+
+
+# The leader each partition had when a leader-aware fault last looked: while its followers are stopped, a Metadata
+# request may hang on a stopped broker, so kill-leader uses what stall-followers saw (the lossy schedule).
+LAST_LEADER: dict[tuple[str, int], int] = {}
+
+
 def partition_leader(bootstrap: str, topic: str | None, partition: int = 0, timeout: float = 5.0
                      ) -> tuple[str, int, int]:
     """(topic, partition, leader id) from Metadata; `topic=None` picks the first non-internal topic by name.
@@ -63,3 +78,50 @@ def partition_leader(bootstrap: str, topic: str | None, partition: int = 0, time
     if leader < 0:
         raise LookupError(f"{topic}-{partition} has no leader")
     return topic, partition, leader
+
+
+async def _quorum_leader(bootstrap: str, timeout: float) -> int | None:
+    from kafka.protocol.admin import DescribeQuorumRequest
+
+    from reference_broker.client.protocol import Connection
+
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    conn = await Connection.connect(host, int(port), client_id="kct-chaos")
+    try:
+        await conn.api_versions()
+        if 55 not in conn.broker_versions:
+            return None
+        T = DescribeQuorumRequest.TopicData
+        req = DescribeQuorumRequest(topics=[T(topic_name="__cluster_metadata",
+                                              partitions=[T.PartitionData(partition_index=0)])])
+        r = await conn.request(req, version=min(conn.broker_versions[55][1], 2), timeout=timeout)
+        part = r.body.topics[0].partitions[0] if r.body.topics and r.body.topics[0].partitions else None
+        if r.body.error_code or part is None or part.error_code or part.leader_id < 0:
+            return None
+        return int(part.leader_id)
+    finally:
+        await conn.close()
+
+
+def active_controller(bootstrap: str, timeout: float = 5.0) -> int | None:
+    """The node id of the active controller, asked with DescribeQuorum (KIP-595; a KRaft broker forwards it to the
+    quorum), or None where DescribeQuorum is not served (the reference cluster's single controller, Tansu)."""
+    return run_sync(lambda: _quorum_leader(bootstrap, timeout))
+
+
+def committed_floor(bootstrap: str, topic: str, partition: int) -> int | None:
+    """The smallest offset of ``topic/partition`` committed by any consumer group (None: no group has one)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=5000)
+    try:
+        tp = TopicPartition(topic, partition)
+        found = []
+        for group in sorted({g["group_id"] for g in admin.list_groups()}):
+            meta = admin.list_group_offsets({group: [tp]}).get(group, {}).get(tp)
+            if meta is not None and meta.offset >= 0:
+                found.append(meta.offset)
+        return min(found) if found else None
+    finally:
+        admin.close()

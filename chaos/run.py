@@ -1,5 +1,7 @@
-"""One chaos run: a target (a reference cluster started here, or a live `--bootstrap`), the queue workload, a
-nemesis schedule, a history file, a verdict from the reports/ checkers and an HTML page.
+"""One chaos run: a target (a cluster started here — the reference cluster, Apache Kafka, Tansu, Kafka in Docker,
+through fixtures/ — or a live `--bootstrap`), the queue workload, a nemesis schedule, a history file, a verdict
+from the reports/ checkers and an HTML page. Faults use only the targets' contract (node verbs by id, the active
+controller, proxies and topology), never a target's internals.
 
 Safety rules, enforced here and not in the CLI so every caller gets them:
 - a bootstrap off loopback needs `allow_remote`;
@@ -33,8 +35,11 @@ from .queue import QueueSpec, QueueWorkload
 from .scenarios import LEADER_NEMESES, behind_log_start_schedule, empty_epoch_schedule, lossy_schedule
 
 EXIT_VALID, EXIT_ANOMALIES, EXIT_NOT_RUN = 0, 1, 2
-PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader", "kill-follower"}
-NETWORK_FAULTS = {"partition", "latency", "refuse-produce"}
+PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader", "kill-follower", "kill-controller",
+                  "pause-controller"}
+# faults that act on proxies (the cluster a run starts is then proxied)
+NETWORK_FAULTS = {"partition", "latency", "kafka-error", "isolate-leader", "isolate-controller", "majority-minority",
+                  "bridge", "refuse-produce"}
 # The fixed schedules (chaos/scenarios.py) and the faults each uses.
 FIXED_SCHEDULES = {"lossy": {"stall-followers", "kill-leader"},
                    "empty-epoch": {"refuse-produce", "kill-leader"},
@@ -109,10 +114,14 @@ class RunOptions:
     reset_prob: float = 0.0
     brokers: int = 3
     cluster_settings: dict[str, str] = field(default_factory=dict)
+    target: str = "reference"            # the kind of cluster started here (fixtures.factory): reference, kafka, ...
+    target_config: dict[str, str] = field(default_factory=dict)   # --target-config, passed through as given
+    docker_image: str | None = None
     bootstrap: str | None = None
     allow_remote: bool = False
     client_extra: dict[str, str] = field(default_factory=dict)
     control: str | None = None
+    control_cmds: list[str] = field(default_factory=list)   # ["kill=ssh {host} ...", ...] (chaos/remote.py)
     proxy_api: str | None = None
     topology: str | None = None
     run_id: str | None = None
@@ -129,6 +138,10 @@ class RunOptions:
 CHAOS_CLUSTER_DEFAULTS = {
     "min.insync.replicas": "2",
     "unclean.leader.election.enable": "false",
+    # Kafka's controller elects uncleanly at fencing time and then only every this often (default 5 min), so a
+    # leader lost while its followers were fenced too stays leaderless for a whole run without it (Kafka's own
+    # UncleanLeaderElectionTest sets 10 ms)
+    "unclean.leader.election.interval.ms": "500",
     "replica.lag.time.max.ms": "2000",
     "broker.session.timeout.ms": "4000",
     "default.replication.factor": "3",
@@ -137,6 +150,26 @@ CHAOS_CLUSTER_DEFAULTS = {
 
 def cluster_settings(opts: RunOptions) -> dict[str, str]:
     return {**CHAOS_CLUSTER_DEFAULTS, **opts.cluster_settings}
+
+
+# Targets started here that take broker settings by Kafka's names (`kafka.<setting>`) and a broker count; proxied
+# ones route every link through a proxy, so partition and latency faults are proxy switches.
+TAKES_SETTINGS = {"reference", "kafka", "docker"}
+PROXIED_TARGETS = {"reference", "kafka", "tansu"}
+STARTABLE = ("reference", "kafka", "tansu", "docker")
+
+
+def target_config(opts: RunOptions, network: bool) -> dict[str, str]:
+    """The --target-config of the cluster a run starts: brokers, the chaos settings (Kafka's names), proxied when
+    network faults are wanted; the user's --target-config wins."""
+    cfg: dict[str, str] = {}
+    if opts.target in TAKES_SETTINGS:
+        cfg["brokers"] = str(opts.brokers)
+        cfg.update({f"kafka.{k}": v for k, v in cluster_settings(opts).items()})
+    if network and opts.target in PROXIED_TARGETS:
+        cfg["proxied"] = "true"
+    cfg.update(opts.target_config)
+    return cfg
 
 
 def build_schedule(opts: RunOptions, brokers: list[int]) -> list[Step]:
@@ -296,6 +329,28 @@ def _say(opts: RunOptions, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+# the --control-cmd verbs each process fault needs (start, then undo)
+VERBS_NEEDED = {"kill": ("kill", "restart"), "kill-leader": ("kill", "restart"), "kill-controller": ("kill", "restart"),
+                "restart": ("restart",), "pause": ("pause", "resume"), "stall-followers": ("pause", "resume"),
+                "pause-controller": ("pause", "resume")}
+
+
+def command_target(opts: RunOptions, wanted: set[str]) -> Any:
+    """The live cluster's fault verbs as command templates (chaos/remote.py), checked before anything runs."""
+    from .remote import CommandTarget, ControlCommandError, parse_templates
+
+    try:
+        templates = parse_templates(opts.control_cmds)
+        missing = sorted({v for f in wanted for v in VERBS_NEEDED.get(f, ())} - set(templates))
+        if missing:
+            raise ControlCommandError(f"nemesis {', '.join(sorted(wanted & set(VERBS_NEEDED)))} needs "
+                                      f"--control-cmd for {', '.join(missing)}")
+        assert opts.bootstrap is not None
+        return CommandTarget.discover(opts.bootstrap, templates, allow_remote=opts.allow_remote)
+    except ControlCommandError as e:
+        raise RunError(str(e)) from None
+
+
 def plan_only(opts: RunOptions) -> list[Step]:
     brokers = list(range(opts.brokers)) if opts.bootstrap is None else [0, 1, 2]  # reference ids: 0..N-1
     if opts.bootstrap is not None:
@@ -314,17 +369,23 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     topology = None
     if opts.bootstrap is not None:
         addrs = check_bootstrap(opts.bootstrap, opts.allow_remote)
-        if wanted & PROCESS_FAULTS and not opts.control:
+        if wanted & PROCESS_FAULTS and not (opts.control or opts.control_cmds):
             raise RunError(f"nemesis {', '.join(sorted(wanted & PROCESS_FAULTS))} on a live cluster needs --control "
-                           "SOCKET (the reference cluster's CONTROL socket); no process is touched otherwise")
+                           "SOCKET (the reference cluster's CONTROL socket) or --control-cmd VERB=COMMAND templates; "
+                           "no process is touched otherwise")
         if not reachable(addrs):
             raise RunError(f"cluster unreachable: nothing answers at {opts.bootstrap}")
         bootstrap = opts.bootstrap
         if opts.control:
             target = ControlSocketTarget(opts.control, bootstrap)
+        elif opts.control_cmds:
+            target = command_target(opts, wanted)
         target_name = "live"
     else:
-        target_name = "reference"
+        if opts.target not in STARTABLE:
+            raise RunError(f"--target {opts.target!r} cannot be started here: choose one of {', '.join(STARTABLE)}"
+                           " or give --bootstrap for a live cluster")
+        target_name = opts.target
     if wanted & NETWORK_FAULTS and not (opts.proxy_api and opts.topology) and opts.bootstrap is not None:
         raise RunError(f"nemesis {', '.join(sorted(wanted & NETWORK_FAULTS))} on a live cluster needs proxies: "
                        "--proxy-api HOST:PORT and --topology FILE")
@@ -338,17 +399,23 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     opts.out.mkdir(parents=True, exist_ok=True)
     started_here = None
     if opts.bootstrap is None:
-        from fixtures.reference import ReferenceTarget
+        from fixtures.factory import make_target
+        from fixtures.target import TargetError, TargetUsageError
 
-        # durable logs: a SIGKILLed broker must come back with its log (memory mode would be a wiped disk, and a
-        # sole-ISR leader restarting empty loses everything, which is not what "kill" means)
-        cfg = {"brokers": str(opts.brokers),
-               **{f"kafka.{k}": v for k, v in cluster_settings(opts).items()}}
-        if wanted & NETWORK_FAULTS and proxies is None:
-            cfg["proxied"] = "true"          # every link through its own proxy, so partitions are proxy switches
-        started_here = ReferenceTarget(cfg, work_dir=opts.out / f"{run_id}.cluster")
-        _say(opts, f"starting a {opts.brokers}-broker reference cluster ...")
-        started_here.start()
+        # durable logs (the reference target's default; Kafka always): a SIGKILLed broker must come back with its
+        # log (memory mode would be a wiped disk, and a sole-ISR leader restarting empty loses everything, which
+        # is not what "kill" means)
+        cfg = target_config(opts, bool(wanted & NETWORK_FAULTS) and proxies is None)
+        try:
+            started_here = make_target(opts.target, config=cfg, docker_image=opts.docker_image,
+                                       work_dir=opts.out / f"{run_id}.cluster")
+        except TargetUsageError as e:
+            raise RunError(str(e)) from None
+        _say(opts, f"starting {opts.target} ({', '.join(f'{k}={v}' for k, v in sorted(cfg.items()))}) ...")
+        try:
+            started_here.start()
+        except TargetError as e:
+            raise RunError(f"the {opts.target} cluster did not start: {e}") from None
         target = started_here
         bootstrap = started_here.bootstrap
         if proxies is None and getattr(target, "proxy_api", None):
@@ -364,7 +431,8 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     finally:
         if started_here is not None:
             started_here.stop()
-            shutil.rmtree(opts.out / f"{run_id}.cluster" / "data", ignore_errors=True)  # keep the broker logs
+            for data in sorted((opts.out / f"{run_id}.cluster").glob("**/data")):   # keep the broker logs
+                shutil.rmtree(data, ignore_errors=True)
 
 
 def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, target: Any, proxies: Any,
@@ -382,7 +450,8 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
                 "duration_s": opts.duration, "rate": opts.rate, "schedule": opts.schedule,
                 "faults": [{"id": s.id, "at": s.at, "duration": s.duration, "kind": s.kind, "params": s.params}
                            for s in steps],
-                "cluster": cluster_settings(opts) if target_name == "reference" else {},
+                "cluster": cluster_settings(opts) if target_name in TAKES_SETTINGS else {},
+                "target_config": dict(opts.target_config),
                 **settings_summary(cfg), "partitions": opts.partitions, "replication": replication}
     path = opts.out / f"{run_id}.jsonl"
     recorder = Recorder(run_id, target=target_name, nemesis=nemesis_name, settings=settings, sink=str(path))
@@ -467,7 +536,7 @@ def log_starts(bootstrap: str, topic: str, partitions: int) -> dict[str, int] | 
 def recovery_timeout(opts: RunOptions, target_name: str) -> float:
     """How long a healed cluster may take to bring every replica back: a restarted broker registers and is
     unfenced, a follower catches up and is added back (lag checks run every lag/2). Generous on purpose."""
-    s = cluster_settings(opts) if target_name == "reference" else {}
+    s = cluster_settings(opts) if target_name in TAKES_SETTINGS else {}
     lag_s = int(s.get("replica.lag.time.max.ms", 30_000)) / 1000
     session_s = int(s.get("broker.session.timeout.ms", 9_000)) / 1000
     return min(60.0, max(20.0, 2 * lag_s + session_s + 10.0))

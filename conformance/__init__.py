@@ -47,6 +47,7 @@ in ``conformance-results/histories/<run id>.jsonl``; ``--alluredir DIR`` adds al
 target parameter, evidence attachment). Report: ``python -m reports conformance RESULTS.json ... --out DIR``.
 
 Suites: ``suites/test_fetch.py``, ``suites/test_offsets.py`` (this package's core), ``suites/test_rebalance.py``,
-``suites/test_isr_hw.py``, ``suites/test_clients.py`` (real clients, realistic data shapes), ``properties/``
+``suites/test_isr_hw.py``, ``suites/test_produce.py`` (idempotent producers: duplicates, also after a truncation
+and a failover; InitProducerId), ``suites/test_clients.py`` (real clients, realistic data shapes), ``properties/``
 (hypothesis state machines).
 """

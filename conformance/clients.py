@@ -50,6 +50,10 @@ class Rec:
                 "value": record_id(self.key, self.value)}
 
 
+class ClientDefect(RuntimeError):
+    """The client itself failed in a way that says nothing about the broker (a known client bug, named)."""
+
+
 class NoOffsetError(Exception):
     """The client reported that it has no offset and must not guess (auto.offset.reset=none)."""
 
@@ -196,6 +200,11 @@ class ConfluentConsumer(RecordedConsumer):
             if err.code() == KafkaError._PARTITION_EOF:   # (enable.partition.eof) the fetcher reached the end
                 self._eof[(m.topic(), m.partition())] = m.offset()
                 return []
+            if err.code() == KafkaError.NOT_COORDINATOR and "committed offsets" in err.str():
+                # A retriable broker answer librdkafka does not retry: the partition is never started
+                # (librdkafka#5586). A client defect, so the check errs instead of blaming the broker.
+                raise ClientDefect(f"librdkafka {_librdkafka_version()} stopped an assigned partition after a retriable "
+                                   f"NOT_COORDINATOR to OffsetFetch and will not fetch it (librdkafka#5586): {err}")
             self.errors.append(str(err))
             return []
         _ts_type, ts = m.timestamp()
@@ -462,3 +471,9 @@ def producer(client: str, bootstrap: str, history: SessionHistory | None = None,
     if client == "kafka-python":
         return KafkaPythonProducer(bootstrap, history, evidence, **kw)
     raise ValueError(f"unknown client {client!r}; known: {CLIENTS}")
+
+
+def _librdkafka_version() -> str:
+    import confluent_kafka
+
+    return confluent_kafka.libversion()[0]

@@ -55,6 +55,11 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "offsets.metadata_max_exclusive": ("OFFSETS-METADATA-MAX",),
     "offsets.drop_leader_epoch": ("OFFSETS-LEADER-EPOCH",),
     "offsets.fetch_all_empty": ("OFFSETS-FETCH-ALL",),
+    "offsets.visible_before_committed": ("OFFSETS-VISIBLE-WHEN-COMMITTED",),
+    "offsets.topic_rf_capped": ("OFFSETS-TOPIC-REPLICATION-FACTOR",),
+    # topics
+    "topics.nine_configs_only": ("TOPIC-CONFIGS-KAFKA",),
+    "metadata.all_topics_hide_internal": ("METADATA-ALL-TOPICS-INTERNAL",),
     "list_offsets.latest_is_leo": ("LIST-OFFSETS-LATEST",),
     "list_offsets.earliest_is_latest": ("RESET-EARLIEST",),
     "list_offsets.latest_minus_one": ("RESET-LATEST",),
@@ -99,6 +104,11 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "group.expired_member_zombie": ("GROUP-EXPIRED-REJOIN",),
     "group.leader_member_list_capped": ("GROUP-MANY-MEMBERS",),
     "group.left_out_member_refused": ("GROUP-SYNC-ASSIGNMENT",),
+    # produce (idempotent producers)
+    "init_producer_id.bump_epoch": ("INIT-PRODUCER-ID-IDEMPOTENT",),
+    "produce.duplicate_window_one": ("PRODUCE-IDEMPOTENT-DUPLICATE",),
+    "produce.producer_state_not_loaded": ("PRODUCE-IDEMPOTENT-FAILOVER",),
+    "replication.truncation_forgets_producers": ("PRODUCE-IDEMPOTENT-TRUNCATION",),
 }
 
 

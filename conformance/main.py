@@ -1,6 +1,6 @@
 """The main job: targets → conformance suites → a short chaos run → histories → Spark aggregation → HTML report.
 
-    python -m conformance.main [--targets reference,tansu] [--out out] [--suites conformance.suites] [-- PYTEST ARGS]
+    python -m conformance.main [--targets reference,kafka,tansu] [--out out] [--suites conformance.suites] [-- PYTEST ARGS]
 
 The chaos step (`python -m chaos run`, about a minute, kills and partitions against a fresh proxied 3-broker reference cluster)
 puts a history with faults next to the suites' histories, so the Spark report's per-nemesis breakdown and fault
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fixtures.target import TargetUsageError
 
-KNOWN_TARGETS = ("reference", "tansu", "docker", "live")
+KNOWN_TARGETS = ("reference", "kafka", "tansu", "docker", "live")
 
 
 def _targets(value: str) -> list[str]:
@@ -37,8 +37,9 @@ def _targets(value: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m conformance.main", description=__doc__.splitlines()[0])
-    ap.add_argument("--targets", type=_targets, default=["reference", "tansu"],
-                    help="comma-separated targets (default: reference,tansu)")
+    ap.add_argument("--targets", type=_targets, default=["reference", "kafka", "tansu"],
+                    help="comma-separated targets (default: reference,kafka,tansu; kafka is Apache Kafka itself, "
+                         "the report's first column)")
     ap.add_argument("--out", type=Path, default=Path("out"), help="output directory (default: out)")
     ap.add_argument("--suites", default="conformance.suites",
                     help="package of suites to run (default: conformance.suites)")
@@ -64,7 +65,9 @@ def run_suites(target: str, args: argparse.Namespace, out: Path) -> dict:
     results_dir.mkdir(parents=True, exist_ok=True)
     results_file = results_dir / "results.json"
     cmd = [sys.executable, "-m", "pytest", "--pyargs", args.suites, "--target", target, "--kct-results", str(results_dir), "--kct-results-file", str(results_file),
-           "-q", "-p", "no:cacheprovider", "--durations=15", "--junitxml", str(results_dir / "junit.xml"), *args.pytest_args]
+           "-q", "-p", "no:cacheprovider", "--durations=15", "--junitxml", str(results_dir / "junit.xml"),
+           # the target's own logs (broker output) stay beside the results as evidence, not in a rotating temp dir
+           "--basetemp", str(results_dir / "tmp"), *args.pytest_args]
     if target == "live":
         if not args.bootstrap:
             raise TargetUsageError("--targets live needs --bootstrap HOST:PORT")

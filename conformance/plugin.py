@@ -338,6 +338,7 @@ async def wire(bootstrap: str, evidence: Evidence, history: SessionHistory) -> A
     from .wire import Wire
 
     w = await Wire.connect(bootstrap, evidence=evidence, history=history)
+    w.pin_leader = True        # a multi-broker session target: the checks' topics are led by this Wire's broker
     try:
         yield w
     finally:
@@ -351,8 +352,10 @@ def wire_factory(bootstrap: str, evidence: Evidence, history: SessionHistory) ->
     from .wire import Wire
 
     async def make(target: Any = None) -> Wire:
-        return await Wire.connect(target.bootstrap if target is not None else bootstrap, evidence=evidence,
-                                  history=history)
+        w = await Wire.connect(target.bootstrap if target is not None else bootstrap, evidence=evidence,
+                               history=history)
+        w.pin_leader = target is None    # the session target's wires, as the `wire` fixture's
+        return w
 
     return make
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +47,7 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
@@ -61,13 +62,16 @@ VERSIONS: dict[str, int] = {
     "Produce": 9, "Fetch": 12, "ListOffsets": 7, "Metadata": 9, "OffsetCommit": 8, "OffsetFetch": 7,
     "FindCoordinator": 3, "JoinGroup": 7, "Heartbeat": 4, "LeaveGroup": 4, "SyncGroup": 5, "CreateTopics": 7,
     "DeleteRecords": 2, "OffsetForLeaderEpoch": 4, "DescribeGroups": 5, "DescribeConfigs": 4, "ElectLeaders": 2,
+    "InitProducerId": 4,
 }
 API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
             "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
             "CreateTopics": 19, "DeleteRecords": 21, "OffsetForLeaderEpoch": 23, "DescribeGroups": 15,
-            "DescribeConfigs": 32, "ElectLeaders": 43}
+            "DescribeConfigs": 32, "ElectLeaders": 43, "InitProducerId": 22}
 EARLIEST, LATEST = -2, -1
 NONE = 0
+# FindCoordinator answers a client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+RETRIABLE_COORDINATOR = frozenset({14, 15, 16})
 GZIP = 1  # record batch compression codec (attributes bits 0-2)
 DEFAULT_TIMEOUT_S = 30.0
 _topic_seq = itertools.count()
@@ -104,6 +108,20 @@ def keyed_batch(payloads: Sequence[bytes | None], *, keys: Sequence[bytes | None
         b.append(i, timestamp=timestamps[i] if timestamps is not None else timestamp_ms + i,
                  key=keys[i] if keys is not None else None, value=v,
                  headers=headers[i] if headers is not None else [])
+    return bytes(b.build())
+
+
+def idempotent_batch(payloads: Sequence[bytes | None], producer_id: int, producer_epoch: int, base_sequence: int,
+                     *, timestamp_ms: int | None = None) -> bytes:
+    """One record batch v2 as an idempotent producer sends it: producer id, epoch and the sequence of its first
+    record (KIP-98). Sending the same bytes again is exactly a producer's retry of that batch. Timestamps default
+    to now: brokers expire producer state by its batches' timestamps (producer.id.expiration.ms)."""
+    if timestamp_ms is None:
+        timestamp_ms = int(time.time() * 1000)
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=producer_id,
+                                  producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 30)
+    for i, v in enumerate(payloads):
+        b.append(i, timestamp=timestamp_ms + i, key=None, value=v, headers=[])
     return bytes(b.build())
 
 
@@ -194,6 +212,16 @@ def decode_batches(data: bytes | None) -> list[Batch]:
     return out
 
 
+def _producer_fields(batch: bytes) -> dict[str, int]:
+    """Producer id, epoch and sequence range of a v2 batch (header offsets: Kafka's DefaultRecordBatch)."""
+    last_delta = int.from_bytes(batch[23:27], "big", signed=True)
+    pid = int.from_bytes(batch[43:51], "big", signed=True)
+    epoch = int.from_bytes(batch[51:53], "big", signed=True)
+    seq = int.from_bytes(batch[53:57], "big", signed=True)
+    return {"producer_id": pid, "producer_epoch": epoch, "first_sequence": seq,
+            "last_sequence": seq + last_delta if seq >= 0 else -1}
+
+
 def _summary_fetch(res: FetchResult) -> dict[str, Any]:
     return {"error_code": res.error_code, "partitions": [
         {"tp": key_of(p.topic, p.partition), "error_code": p.error_code, "high_watermark": p.high_watermark,
@@ -213,6 +241,10 @@ class Wire:
         self.timeout_s = timeout_s
         self.versions: dict[str, int] = {}
         self._others: list[Wire] = []
+        # Topics this Wire creates are led by the broker it talks to (manual assignment), so the single-broker
+        # checks, which send every request on this connection, mean the same on a multi-broker cluster: "the
+        # partition's leader does X". Set by the plugin's fixtures for a multi-broker session target.
+        self.pin_leader = False
 
     @classmethod
     async def connect(cls, bootstrap: str, *, evidence: Evidence | None = None,
@@ -322,25 +354,71 @@ class Wire:
                            configs: dict[str, str] | None = None) -> str:
         """Create a topic (unique name by default) and wait until Metadata shows a leader for every partition."""
         name = name or unique_name()
-        code, message = await self.create_topic_code(name, partitions, replication_factor, configs)
+        assignments = await self._pinned(partitions, replication_factor) if self.pin_leader else None
+        code, message = await self.create_topic_code(name, partitions, replication_factor, configs,
+                                                     assignments=assignments)
         if code not in (0, 36):  # 36 TOPIC_ALREADY_EXISTS: fine for a name we chose to reuse
             raise TargetDiverged(f"CreateTopics {name} failed with error {code}: {message}")
+        return await self.wait_topic_ready(name, partitions)
+
+    async def wait_topic_ready(self, name: str, partitions: int) -> str:
+        """Until Metadata shows a leader for each of the topic's partitions and each leader serves it."""
         for _ in range(100):
             md = await self.metadata([name], record=False)
             t = md.get(name)
             if t and t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
                     p["leader"] >= 0 for p in t["partitions"].values()):
-                return name
+                if await self._leaders_serve(name, t["partitions"], md["_brokers"]):
+                    return name
             await asyncio.sleep(0.05)
-        raise TargetDiverged(f"topic {name} created but Metadata never showed {partitions} partitions with leaders")
+        raise TargetDiverged(f"topic {name} created but Metadata never showed {partitions} partitions with leaders "
+                             "that serve them")
+
+    async def _leaders_serve(self, topic: str, parts: dict[int, Any], brokers: dict[int, tuple[str, int]]) -> bool:
+        """True once each partition's leader answers ListOffsets for it without a leadership error.
+
+        Kafka's brokers update the Metadata cache before their replica manager applies the same metadata
+        (BrokerMetadataPublisher), so for a moment a new topic's leader answers NOT_LEADER_OR_FOLLOWER; clients
+        retry that, and a check must not start inside the window (Kafka's own tests wait the same way)."""
+        T = ListOffsetsRequest.ListOffsetsTopic
+        by_leader: dict[int, list[int]] = {}
+        for index, p in parts.items():
+            by_leader.setdefault(p["leader"], []).append(index)
+        for leader, indexes in sorted(by_leader.items()):
+            if leader not in brokers:
+                return False
+            w = await self.sibling(*brokers[leader])
+            req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[T(name=topic, partitions=[
+                T.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=LATEST)
+                for i in sorted(indexes)])])
+            r = await w.request("ListOffsets", req, record=False)
+            if any(p.error_code in (3, 5, 6) for t in r.body.topics for p in t.partitions):
+                return False   # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
+        return True
+
+    async def _pinned(self, partitions: int, replication_factor: int) -> list[list[int]] | None:
+        """Replica lists putting this Wire's broker first for every partition (None on a single-broker target or
+        when this broker is not among the advertised ones); replication -1 pins one replica."""
+        brokers = (await self.metadata([], record=False))["_brokers"]
+        me = next((b for b, addr in brokers.items() if addr == (self.conn.host, self.conn.port)), None)
+        if me is None or len(brokers) < 2:
+            return None
+        others = [b for b in sorted(brokers) if b != me]
+        rf = max(1, replication_factor)
+        return [[me, *others[:rf - 1]] for _ in range(partitions)]
 
     async def create_topic_code(self, name: str, partitions: int = 1, replication_factor: int = -1,
-                                configs: dict[str, str] | None = None) -> tuple[int, str | None]:
-        """One CreateTopics, no waiting → (error_code, error_message): for checks about the answer itself."""
+                                configs: dict[str, str] | None = None,
+                                assignments: list[list[int]] | None = None) -> tuple[int, str | None]:
+        """One CreateTopics, no waiting → (error_code, error_message): for checks about the answer itself.
+        ``assignments``: a replica list per partition (Kafka then wants partitions and replication -1)."""
         T = CreateTopicsRequest.CreatableTopic
         C = T.CreatableTopicConfig
-        req = CreateTopicsRequest(topics=[T(name=name, num_partitions=partitions,
-                                            replication_factor=replication_factor, assignments=[],
+        A = T.CreatableReplicaAssignment
+        manual = [A(partition_index=i, broker_ids=r) for i, r in enumerate(assignments or [])]
+        req = CreateTopicsRequest(topics=[T(name=name, num_partitions=-1 if manual else partitions,
+                                            replication_factor=-1 if manual else replication_factor,
+                                            assignments=manual,
                                             configs=[C(name=k, value=v) for k, v in (configs or {}).items()])],
                                   timeout_ms=10000, validate_only=False)
         r = await self.request("CreateTopics", req)
@@ -375,12 +453,37 @@ class Wire:
         r = await self.request("FindCoordinator", FindCoordinatorRequest(key=group, key_type=0))
         return r.body.error_code, r.body.host, r.body.port
 
-    async def coordinator(self, group: str) -> Wire:
-        """A Wire to the group's coordinator (FindCoordinator v3), closed with this one."""
-        err, host, port = await self.find_coordinator(group)
-        if err:
-            raise TargetDiverged(f"FindCoordinator({group}) error {err}")
-        return await self.sibling(host, port)
+    async def coordinator(self, group: str, *, within_s: float = 20.0) -> Wire:
+        """A Wire to the group's coordinator (FindCoordinator v3), closed with this one.
+
+        COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR are retriable (Kafka's
+        Errors: RetriableException) and every client retries them: Kafka answers them while `__consumer_offsets`
+        is being created or its partition loaded after a restart. Retried for ``within_s``; other errors at once."""
+        deadline = time.monotonic() + within_s
+        while True:
+            err, host, port = await self.find_coordinator(group)
+            if not err:
+                return await self.sibling(host, port)
+            if err not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                raise TargetDiverged(f"FindCoordinator({group}) error {err}"
+                                     + (f" for {within_s:g} s" if err in RETRIABLE_COORDINATOR else ""))
+            await asyncio.sleep(0.1)
+
+    async def coordinator_ready(self, group: str, *, within_s: float = 30.0) -> None:
+        """Until ``group``'s coordinator answers OffsetFetch without a coordinator error: setup for checks whose rule
+        is not about coordinators. A fresh Kafka creates `__consumer_offsets` on the first FindCoordinator and
+        answers NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until its partition is loaded; some clients do not
+        recover from that (librdkafka#5586: an OffsetFetch refused that way leaves an assigned partition unstarted)."""
+        deadline = time.monotonic() + within_s
+        while True:
+            co = await self.coordinator(group, within_s=max(0.1, deadline - time.monotonic()))
+            top, parts = await co.offset_fetch_full(group, [(f"{group}-probe", 0)])
+            codes = {top, *(e for *_rest, e in parts.values())}
+            if not codes & RETRIABLE_COORDINATOR:
+                return
+            if time.monotonic() > deadline:
+                raise TargetDiverged(f"group {group}: OffsetFetch still answered {sorted(codes)} after {within_s:g} s")
+            await asyncio.sleep(0.1)
 
     # -- produce ---------------------------------------------------------------------------------------------
     def produce_request(self, topic: str, partition: int, batch: bytes, acks: int = -1,
@@ -422,6 +525,27 @@ class Wire:
             raise TargetDiverged(f"Produce to {topic}/{partition} failed with error {pr.error_code}")
         return ProduceResult(pr.error_code, pr.base_offset, r.rtt_ns / 1e6, values,  # type: ignore[arg-type]
                              len(batch), getattr(pr, "log_start_offset", -1))
+
+    async def produce_batch(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
+                            label: str | None = None, timeout_ms: int = 10000) -> tuple[int, int]:
+        """Send exactly ``batch`` (e.g. an idempotent producer's batch, or its retry) → (error_code, base_offset).
+        Evidence only, no history: a retry carries values already recorded by the send it repeats."""
+        summary = {"topic": topic, "partition": partition, "acks": acks, "batch_bytes": len(batch),
+                   "producer": _producer_fields(batch)}
+        r = await self.request("Produce", self.produce_request(topic, partition, batch, acks, timeout_ms),
+                               summary=summary, label=label, timeout_s=max(self.timeout_s, timeout_ms / 1000 + 10))
+        pr = r.body.responses[0].partition_responses[0]
+        return pr.error_code, pr.base_offset
+
+    async def init_producer_id(self, transactional_id: str | None = None, *, producer_id: int = -1,
+                               producer_epoch: int = -1, transaction_timeout_ms: int = 60_000,
+                               version: int | None = None) -> tuple[int, int, int]:
+        """InitProducerId (v4 pinned; ``producer_id``/``producer_epoch`` exist from v3, KIP-360) →
+        (error_code, producer_id, producer_epoch)."""
+        req = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms,
+                                    producer_id=producer_id, producer_epoch=producer_epoch)
+        body = (await self.request("InitProducerId", req, version=version)).body
+        return body.error_code, body.producer_id, body.producer_epoch
 
     async def produce_records(self, topic: str, partition: int = 0, *, count: int = 1, size: int = 10,
                               keyed: bool = True, compression_type: int = 0, timestamps: Sequence[int] | None = None,
@@ -718,6 +842,15 @@ class Wire:
         if res.error_code:
             return None
         return {cfg.name: cfg.value for cfg in res.configs if cfg.value is not None}
+
+    async def topic_configs(self, topic: str, keys: Sequence[str] | None = None) -> tuple[int, dict[str, str]]:
+        """DescribeConfigs v4 for a topic → (error_code, {name: value}); ``keys`` None asks for every config."""
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        req = DescribeConfigsRequest(resources=[R(resource_type=2, resource_name=topic,
+                                                  configuration_keys=None if keys is None else list(keys))],
+                                     include_synonyms=False, include_documentation=False)
+        res = (await self.request("DescribeConfigs", req)).body.results[0]
+        return res.error_code, {cfg.name: cfg.value for cfg in res.configs if cfg.value is not None}
 
     async def elect_preferred_leader(self, topic: str, partition: int) -> int:
         """ElectLeaders v2 (PREFERRED) for one partition (any broker forwards it, KIP-460) → its error code."""

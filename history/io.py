@@ -88,6 +88,10 @@ class History:
     nemesis: str | None = None
     settings: dict = field(default_factory=dict)
     columns: RecordColumns | None = field(default=None, repr=False, compare=False)
+    # Lines (Parquet: rows) of the input skipped with ``skip_corrupt`` that may have held this run's operations:
+    # its own, and those whose run could not be told. A checker proves nothing from the absence of an operation
+    # then (reports.anomalies.RESTS_ON_ABSENCE).
+    skipped_lines: list[int] = field(default_factory=list, compare=False)
 
     def header_line(self) -> dict:
         body: dict[str, Any] = {"target": self.target, "settings": self.settings}
@@ -590,10 +594,11 @@ class _LineReader:
         self.runs = _Runs()
         self.skipped_invokes: set[tuple[str, int]] = set()
         self.skipped = False  # a line was skipped (skip_corrupt): pairing is lenient from then on
+        self.skipped_lines: list[tuple[str | None, int]] = []  # (run id, or None if unknown; line number)
         self.lineno = 0  # lines read so far
 
     def histories(self) -> list[History]:
-        return self.runs.histories()
+        return _with_skipped(self.runs.histories(), self.skipped_lines)
 
     def feed(self, lines: list, *, fast: bool = True) -> None:
         """The next lines of the input; ``fast=False`` starts with a block the fast path already gave up on."""
@@ -674,6 +679,7 @@ class _LineReader:
                     rb = runs[rid] = _RunBuilder(History(rid))
                 if skip_corrupt and op["type"] in COMPLETIONS and (rid, op["process"]) in skipped_invokes:
                     skipped_invokes.discard((rid, op["process"]))
+                    self.skipped_lines.append((rid, lineno))
                     warnings.warn(
                         f"{path or 'history'}:{lineno}: dropped completion whose invoke was corrupt",
                         CorruptLineWarning,
@@ -686,12 +692,23 @@ class _LineReader:
                     raise HistoryError(e.reason, line=lineno, path=path) from None
                 warnings.warn(f"{path or 'history'}:{lineno}: skipped: {e.reason}", CorruptLineWarning, stacklevel=2)
                 self.skipped = True
+                rid = None
                 try:  # remember a skipped invoke so its completion is dropped too
                     o = _loads_exact(line)
-                    if isinstance(o, dict) and o.get("type") == "invoke":
-                        skipped_invokes.add((o.get("run_id"), o.get("process")))
-                except (json.JSONDecodeError, TypeError, RecursionError):
+                    if isinstance(o, dict):
+                        rid = o.get("run_id") if isinstance(o.get("run_id"), str) else None
+                        if o.get("type") == "invoke":
+                            skipped_invokes.add((o.get("run_id"), o.get("process")))
+                except (json.JSONDecodeError, TypeError, RecursionError, ValueError):
                     pass
+                self.skipped_lines.append((rid, lineno))
+
+
+def _with_skipped(runs: list[History], skipped: list[tuple[str | None, int]]) -> list[History]:
+    """Give each run the skipped lines that were its own or whose run could not be told."""
+    for h in runs:
+        h.skipped_lines = sorted(n for rid, n in skipped if rid is None or rid == h.run_id)
+    return runs
 
 
 def iter_lines_validated(
@@ -916,6 +933,7 @@ def _from_arrow_exact(table, *, path: str | None, skip_corrupt: bool) -> list[Hi
     targets = d.get("target") or [None] * n
     nemeses = d.get("nemesis") or [None] * n
     settings = d.get("settings") or [None] * n
+    skipped: list[tuple[str | None, int]] = []
     for i in range(n):
         try:
             raw = d["value"][i]
@@ -949,7 +967,9 @@ def _from_arrow_exact(table, *, path: str | None, skip_corrupt: bool) -> list[Hi
             if not skip_corrupt:
                 raise HistoryError(reason, line=i + 1, path=path) from None
             warnings.warn(f"{path or 'parquet'}: row {i + 1} skipped: {reason}", CorruptLineWarning, stacklevel=3)
-    return [runs[r].hist for r in order]
+            rid = d["run_id"][i]
+            skipped.append((rid if isinstance(rid, str) else None, i + 1))
+    return _with_skipped([runs[r].hist for r in order], skipped)
 
 
 def read_parquet(path: str, *, skip_corrupt: bool = False) -> list[History]:

@@ -80,6 +80,10 @@ async def serve(args: argparse.Namespace) -> int:
     cfg = BrokerConfig.from_pairs(args.config)
     if args.broker_id is not None:
         cfg.set("node.id", args.broker_id)
+    if args.controller is None and not cfg.is_set("offsets.topic.replication.factor"):
+        # A single combined node, as Kafka's shipped config/server.properties sets it: with Kafka's default (3) the
+        # offsets topic could never be created, so no group would ever get a coordinator.
+        cfg.set("offsets.topic.replication.factor", 1)
     faults = Faults(args.fault)
     data_dir = None if args.memory else args.data_dir
     clock = Clock()

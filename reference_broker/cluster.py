@@ -19,18 +19,17 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
-from typing import IO
+
+from .supervisor import ManagedProcess, ProcessError
 
 HOST = "127.0.0.1"
 
 
-class ClusterError(RuntimeError):
+class ClusterError(ProcessError):
     """A node could not be started or controlled; the message says which and why (with its log tail)."""
 
 
@@ -40,92 +39,29 @@ def free_port(host: str = HOST) -> int:
         return s.getsockname()[1]
 
 
-class NodeProcess:
-    """One node (controller or broker) as an OS process that prints ``READY host:port`` when it serves."""
+class NodeProcess(ManagedProcess):
+    """One node (controller or broker): a supervised process (reference_broker.supervisor) that prints
+    ``READY host:port`` once it serves."""
+
+    error = ClusterError
 
     def __init__(self, name: str, argv: list[str], port: int, log_path: Path, env: dict[str, str]) -> None:
+        super().__init__(argv, log_path, env=env, ready_pattern=r"^READY ", what=name)
         self.name = name
-        self.argv = argv
         self.port = port
-        self.log_path = log_path
-        self.env = env
-        self.proc: subprocess.Popen | None = None
-        self._log: IO[bytes] | None = None
 
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+        """The PID while the node runs (None once it exited: what `status` reports)."""
+        return super().pid if self.alive() else None
 
-    def start(self, ready_timeout: float = 60.0) -> None:
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self._log, env=self.env,
-                                     start_new_session=True)
-        ready = threading.Event()
-        assert self.proc.stdout is not None
-        out = self.proc.stdout
-
-        def pump() -> None:
-            for line in iter(out.readline, b""):
-                if self._log is not None and not self._log.closed:
-                    self._log.write(line)
-                if line.startswith(b"READY "):
-                    ready.set()
-        threading.Thread(target=pump, daemon=True, name=f"pump-{self.name}").start()
-        deadline = time.monotonic() + ready_timeout
-        while not ready.wait(0.05):
-            if self.proc.poll() is not None:
-                raise ClusterError(f"{self.name} exited with code {self.proc.returncode} before READY:\n"
-                                   f"{self.log_tail()}")
-            if time.monotonic() > deadline:
-                self.kill()
-                raise ClusterError(f"{self.name} not READY within {ready_timeout:.0f} s:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def signal(self, sig: int) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            raise ClusterError(f"{self.name} is not running")
-        os.kill(self.proc.pid, sig)
-
-    def pause(self) -> None:
-        self.signal(signal.SIGSTOP)
+    def start(self, ready_timeout: float = 60.0) -> None:  # type: ignore[override]
+        super().start(ready_timeout)
 
     def resume(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self._reap(5.0)
-
-    def stop(self, grace: float = 10.0) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGCONT)
-                os.kill(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-        self._reap(5.0)
-
-    def _reap(self, timeout: float) -> None:
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        if self._log is not None and not self._log.closed:
-            self._log.close()
+        """SIGCONT if the node still runs (resuming a killed node is a no-op, as the fault verbs expect)."""
+        if self.alive():
+            super().resume()
 
 
 class Cluster:
@@ -144,6 +80,9 @@ class Cluster:
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="kct-cluster-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.config = dict(config or {})
+        # As Kafka's multi-node sample configs do: the offsets topic is created with this factor or not at all, so
+        # Kafka's default (3) would leave a 1- or 2-broker cluster without group coordinators.
+        self.config.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
         self.faults = list(faults or [])
         self.seed = seed
         self.host = host

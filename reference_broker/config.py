@@ -38,12 +38,18 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # make "partition broker 1 from 2" one proxy switch); brokers not named use their registered address.
     "replica.link.addresses": (str, ""),
     "unclean.leader.election.enable": (bool, False),
+    # how often the controller elects leaders uncleanly for leaderless partitions (Kafka's periodic electUnclean
+    # task); fencing a leader elects uncleanly at once where the topic allows it
+    "unclean.leader.election.interval.ms": (int, 300_000),
     "group.initial.rebalance.delay.ms": (int, 3_000),
     "group.min.session.timeout.ms": (int, 6_000),
     "group.max.session.timeout.ms": (int, 1_800_000),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.retention.minutes": (int, 10_080),
     "offsets.commit.timeout.ms": (int, 5_000),
+    # idempotent producer state (Kafka's ProducerStateManagerConfig / UnifiedLog's expiration check)
+    "producer.id.expiration.ms": (int, 86_400_000),
+    "producer.id.expiration.check.interval.ms": (int, 600_000),
     "cluster.id": (str, "reference-cluster-0000"),
 }
 
@@ -73,6 +79,7 @@ class BrokerConfig:
 
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         self._values = {k: d for k, (_, d) in DEFAULTS.items()}
+        self._explicit: set[str] = set()
         for k, v in (overrides or {}).items():
             self.set(k, v)
 
@@ -80,6 +87,11 @@ class BrokerConfig:
         if key not in DEFAULTS:
             raise ConfigError(f"unknown broker config {key!r}; known: {', '.join(sorted(DEFAULTS))}")
         self._values[key] = _coerce(key, DEFAULTS[key][0], value)
+        self._explicit.add(key)
+
+    def is_set(self, key: str) -> bool:
+        """True when the user gave ``key`` (not Kafka's default)."""
+        return key in self._explicit
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]

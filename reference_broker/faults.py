@@ -107,6 +107,17 @@ FAULTS: dict[str, str] = {
                                       "OFFSET_METADATA_TOO_LARGE (Kafka: only longer) — breaks OFFSETS-METADATA-MAX",
     "offsets.drop_leader_epoch": "OffsetCommit stores leader epoch -1 whatever was committed — breaks "
                                  "OFFSETS-LEADER-EPOCH",
+    "offsets.visible_before_committed": "OffsetFetch serves offsets as soon as they are appended to the offsets "
+                                        "partition, before its HW passed them (Kafka: at the last committed "
+                                        "offset, CoordinatorRuntime) — breaks OFFSETS-VISIBLE-WHEN-COMMITTED",
+    "offsets.topic_rf_capped": "__consumer_offsets is created on the first FindCoordinator with min(offsets.topic."
+                               "replication.factor, live brokers) replicas, so an early lookup leaves it under-"
+                               "replicated for good (Kafka: the configured factor or not at all) — breaks "
+                               "OFFSETS-TOPIC-REPLICATION-FACTOR",
+    "metadata.all_topics_hide_internal": "Metadata for all topics leaves out internal topics (Kafka: listed, "
+                                         "is_internal true) — breaks METADATA-ALL-TOPICS-INTERNAL",
+    "topics.nine_configs_only": "CreateTopics refuses every topic config but nine (Kafka: every LogConfig name) "
+                                "— breaks TOPIC-CONFIGS-KAFKA",
     "offsets.fetch_all_empty": "OffsetFetch with topics null answers no partitions (Kafka: every committed one) — "
                                "breaks OFFSETS-FETCH-ALL",
     "list_offsets.earliest_is_latest": "ListOffsets EARLIEST answers the high watermark, so auto.offset.reset="
@@ -139,6 +150,21 @@ FAULTS: dict[str, str] = {
     "fetch.min_bytes_uncapped": "a parked fetch counts every byte after its fetch offset toward min_bytes, not at "
                                 "most partition_max_bytes per partition (DelayedFetch.tryComplete caps) — breaks "
                                 "FETCH-MINBYTES-PARTITION-CAP",
+    # produce (idempotent producers, conformance/suites/test_produce.py)
+    "init_producer_id.bump_epoch": "InitProducerId without a transactional id that names the producer's current id "
+                                   "and epoch answers the same id with the epoch bumped (Kafka: a new id, epoch 0) "
+                                   "— breaks INIT-PRODUCER-ID-IDEMPOTENT",
+    "produce.duplicate_window_one": "a retry is recognised as a duplicate only of the producer's last batch, not of "
+                                    "its last five (Kafka: ProducerStateEntry keeps NUM_BATCHES_TO_RETAIN = 5) — "
+                                    "breaks PRODUCE-IDEMPOTENT-DUPLICATE",
+    "produce.producer_state_not_loaded": "a log opened at broker start has no idempotent producer state (no "
+                                         "snapshot read, no log replay), so a restarted broker that becomes leader "
+                                         "appends a retry again (Kafka: LogLoader rebuilds it) — breaks "
+                                         "PRODUCE-IDEMPOTENT-FAILOVER",
+    "replication.truncation_forgets_producers": "a log truncation (follower catching up after a failover) forgets "
+                                                "every idempotent producer instead of rebuilding the state up to "
+                                                "the truncation offset (UnifiedLog.truncateTo) — breaks "
+                                                "PRODUCE-IDEMPOTENT-TRUNCATION",
     # group (rebalance suite): one switch per classic-group rule, each named after the mechanism it breaks
     "group.describe_completing_as_stable": "DescribeGroups reports CompletingRebalance as Stable — breaks GROUP-STATES",
     "group.initial_delay_quarter": "the first rebalance of an Empty group waits a quarter of "

@@ -18,6 +18,13 @@ States (``ClassicGroupState``): Empty → PreparingRebalance → CompletingRebal
   unchanged. A request naming an instance id with another member id is FENCED_INSTANCE_ID.
 - Validation orders and codes follow GroupMetadataManager / ClassicGroup (Kafka 4): see each method.
 
+Visibility (the new group coordinator's CoordinatorRuntime): every change is appended to the group's offsets
+partition first and applied to the coordinator's latest state, which later writes validate against; readers
+(OffsetFetch) see the state at the partition's high watermark, so an offset that is not replicated yet — or whose
+commit timed out — is not served. Answers that report a write (OffsetCommit, OffsetDelete, DeleteGroups, the
+SyncGroup that stores a generation's assignment) wait until the HW passes it, up to offsets.commit.timeout.ms. An
+append that fails leaves no trace (nothing is applied before the append succeeded).
+
 Coordination follows the partitions of ``__consumer_offsets`` this broker leads (GroupMetadataManager's
 loadGroupsForPartition / removeGroupsForPartition): groups hashed to a led partition are loaded from it when the
 leadership arrives and dropped when it leaves; requests for any other group are NOT_COORDINATOR.
@@ -28,6 +35,7 @@ partition"); it never sees the broker. Threading rule: runs on the broker's even
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -38,7 +46,9 @@ from kafka import errors as E
 from .clock import Clock, Timer
 from .config import BrokerConfig
 from .faults import Faults
-from .offset_store import OffsetAndMetadata, OffsetStore, partition_for
+from .offset_store import AppendError, OffsetAndMetadata, OffsetStore, partition_for
+
+log = logging.getLogger("reference_broker.groups")
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 
@@ -47,6 +57,34 @@ MEMBER_ID_REQUIRED = 79
 GROUP_ID_NOT_FOUND = 69
 NON_EMPTY_GROUP = 68
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+TP = tuple[str, int]
+
+# How a failed or timed-out write to the offsets partition is answered (GroupCoordinatorService.
+# handleOperationException, GroupMetadataManager.appendGroupMetadataErrorToResponseError).
+APPEND_ERRORS = {
+    E.UnknownTopicOrPartitionError.errno: E.CoordinatorNotAvailableError.errno,
+    E.NotEnoughReplicasError.errno: E.CoordinatorNotAvailableError.errno,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.CoordinatorNotAvailableError.errno,
+    E.RequestTimedOutError.errno: E.CoordinatorNotAvailableError.errno,
+    E.NotLeaderForPartitionError.errno: E.NotCoordinatorError.errno,
+    E.KafkaStorageError.errno: E.NotCoordinatorError.errno,
+}
+
+
+def append_error(code: int) -> int:
+    """The error a client gets for a write that failed with ``code`` (0 stays 0)."""
+    return 0 if code == 0 else APPEND_ERRORS.get(code, E.UnknownError.errno)
+
+
+@dataclass
+class Uncommitted:
+    """A write to an offsets partition that the HW has not passed yet: the offsets it changed, each with the value
+    readers must still see (None: no offset)."""
+
+    end: int
+    group_id: str
+    before: dict[TP, OffsetAndMetadata | None]
 
 
 class GroupError(Exception):
@@ -182,6 +220,8 @@ class GroupCoordinator:
         self.groups: dict[str, ClassicGroup] = {}
         self.store = store
         self.owned: set[int] = set()
+        self.uncommitted: dict[int, list[Uncommitted]] = {}   # offsets partition -> writes above its HW, in order
+        self._tasks: set[asyncio.Task] = set()
 
     # -- ownership (GroupMetadataManager.loadGroupsForPartition / removeGroupsForPartition) --------------------
 
@@ -203,6 +243,7 @@ class GroupCoordinator:
         """Leadership of offsets partition ``index`` moved away: its groups go (members rediscover the new
         coordinator on NOT_COORDINATOR)."""
         self.owned.discard(index)
+        self.uncommitted.pop(index, None)
         for gid in [g for g in self.groups if self.partition_of(g) == index]:
             g = self.groups.pop(gid)
             for m in list(g.members.values()):
@@ -217,9 +258,12 @@ class GroupCoordinator:
     # -- loading ----------------------------------------------------------------------------------------------
 
     def _load(self, index: int) -> None:
-        """Replay one __consumer_offsets partition: offsets and generations come back; members do not (they
-        rejoin)."""
-        for key, value in self.store.replay(index):
+        """Replay one __consumer_offsets partition to its log end: offsets and generations come back; members do
+        not (they rejoin). Records at or above the HW are not committed yet: readers see them once it passes
+        (Kafka's CoordinatorLoader replays to the log end and marks the HW as the last committed offset)."""
+        hw = self.store.high_watermark(index)
+        pending = self.uncommitted.setdefault(index, [])
+        for offset, key, value in self.store.replay(index):
             gid = key.get("group")
             if key.get("type") == "group":
                 if value is None:
@@ -231,6 +275,9 @@ class GroupCoordinator:
                 g.protocol_name = value.get("protocol_name")
             elif key.get("type") == "offset":
                 tp = (key["topic"], key["partition"])
+                old = self.groups[gid].offsets.get(tp) if gid in self.groups else None
+                if offset >= hw:
+                    pending.append(Uncommitted(offset + 1, gid, {tp: old}))
                 if value is None:
                     if gid in self.groups:
                         self.groups[gid].offsets.pop(tp, None)
@@ -238,6 +285,63 @@ class GroupCoordinator:
                 g = self.groups.setdefault(gid, ClassicGroup(gid))
                 g.offsets[tp] = OffsetAndMetadata(value["offset"], value["leader_epoch"], value["metadata"],
                                                   value["commit_timestamp"])
+
+    # -- writes and what readers see (CoordinatorRuntime: writes visible at the HW) ---------------------------
+
+    def _wrote(self, group_id: str, end: int, before: dict[TP, OffsetAndMetadata | None]) -> int:
+        """Note an append that ended at ``end``; returns the offsets partition it went to."""
+        index = self.partition_of(group_id)
+        self.uncommitted.setdefault(index, []).append(Uncommitted(end, group_id, before))
+        return index
+
+    async def _committed(self, index: int, end: int) -> int:
+        """Wait (up to offsets.commit.timeout.ms) for the HW to pass a write: 0 or the error a client gets."""
+        timeout = self.config["offsets.commit.timeout.ms"] / 1000
+        return append_error(await self.store.wait_committed(index, end, timeout))
+
+    def _pending(self, index: int) -> list[Uncommitted]:
+        """The writes to ``index`` the HW has not passed yet (those it passed are forgotten)."""
+        writes = self.uncommitted.get(index, [])
+        hw = self.store.high_watermark(index)
+        while writes and writes[0].end <= hw:
+            writes.pop(0)
+        return writes
+
+    def committed_offsets(self, group_id: str) -> dict[TP, OffsetAndMetadata]:
+        """The group's offsets as of the HW of its offsets partition: the latest ones with every write above the HW
+        undone, newest first."""
+        g = self.groups.get(group_id)
+        view = dict(g.offsets) if g is not None else {}
+        for w in reversed(self._pending(self.partition_of(group_id))):
+            if w.group_id != group_id:
+                continue
+            for tp, old in w.before.items():
+                if old is None:
+                    view.pop(tp, None)
+                else:
+                    view[tp] = old
+        return view
+
+    async def wait_stable(self, group_id: str) -> int:
+        """OffsetFetch with require_stable: wait until every write to the group's partition is committed (Kafka
+        schedules it as a write operation); 0 or an error."""
+        index = self.partition_of(group_id)
+        pending = self._pending(index)
+        if not pending:
+            return 0
+        timeout = self.config["offsets.commit.timeout.ms"] / 1000
+        return await self.store.wait_committed(index, pending[-1].end, timeout)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # -- timers -----------------------------------------------------------------------------------------------
 
@@ -400,14 +504,17 @@ class GroupCoordinator:
             g.state = EMPTY
             g.protocol_name = None
             g.leader_id = None
-            self.store.write_group(g.group_id, g.generation_id, g.protocol_type, None)
+            # Nobody waits for this one (GroupMetadataManager.completeClassicGroupJoin only logs a failure).
+            try:
+                self._wrote(g.group_id, self.store.write_group(g.group_id, g.generation_id, g.protocol_type, None), {})
+            except AppendError as e:
+                log.warning("group %s: empty generation %d not stored: %s", g.group_id, g.generation_id, e)
             return
         if g.leader_id not in g.members or not g.members[g.leader_id].awaiting_join:
             joined = [mid for mid, m in g.members.items() if m.awaiting_join]
             g.leader_id = joined[0] if joined else next(iter(g.members))
         g.protocol_name = g.select_protocol()
         g.state = COMPLETING
-        self.store.write_group(g.group_id, g.generation_id, g.protocol_type, g.protocol_name)
         everyone = self._members_view(g)
         if self.faults.on("group.leader_member_list_capped"):
             everyone = everyone[:16]
@@ -600,16 +707,47 @@ class GroupCoordinator:
         fut = m.sync_future
         self._schedule_session(g, m)
         if member_id == g.leader_id:
-            refuse = self.faults.on("group.left_out_member_refused")
-            for mid, mem in g.members.items():
-                mem.assignment = assignments.get(mid, b"")  # members the leader left out: empty, no error
-                mem.sync_refused = refuse and mid not in assignments
-            g.state = STABLE
-            for mem in g.members.values():
-                if mem.awaiting_sync:
-                    mem.sync_future.set_result(mem.sync_answer())
+            self._store_assignment(g, assignments)
         err, assignment = await fut
         return err, assignment, g
+
+    def _store_assignment(self, g: ClassicGroup, assignments: dict[str, bytes]) -> None:
+        """The leader's SyncGroup: write the generation with its assignment, and only once that is committed move
+        to Stable and answer the parked syncs (GroupMetadataManager.classicGroupSyncToClassicGroup's appendFuture);
+        a write that fails or times out answers them with the error and the group rebalances."""
+        generation = g.generation_id
+        try:
+            end = self.store.write_group(g.group_id, generation, g.protocol_type, g.protocol_name)
+        except AppendError as e:
+            self._assignment_failed(g, append_error(e.code))
+            return
+        index = self._wrote(g.group_id, end, {})
+        self._spawn(self._await_assignment(g, generation, dict(assignments), index, end))
+
+    async def _await_assignment(self, g: ClassicGroup, generation: int, assignments: dict[str, bytes], index: int,
+                                end: int) -> None:
+        err = await self._committed(index, end)
+        if self.groups.get(g.group_id) is not g or g.state != COMPLETING or g.generation_id != generation:
+            return      # another member joined meanwhile, or the group moved away: that path answered everyone
+        if err:
+            self._assignment_failed(g, err)
+            return
+        refuse = self.faults.on("group.left_out_member_refused")
+        for mid, mem in g.members.items():
+            mem.assignment = assignments.get(mid, b"")  # members the leader left out: empty, no error
+            mem.sync_refused = refuse and mid not in assignments
+        g.state = STABLE
+        for mem in g.members.values():
+            if mem.awaiting_sync:
+                mem.sync_future.set_result(mem.sync_answer())
+
+    def _assignment_failed(self, g: ClassicGroup, err: int) -> None:
+        """resetAndPropagateAssignmentWithError, then a new rebalance."""
+        for m in g.members.values():
+            m.assignment = b""
+            if m.awaiting_sync:
+                m.sync_future.set_result((err, b""))
+        self._prepare_rebalance(g, f"error {err} storing the assignment")
 
     # -- Heartbeat --------------------------------------------------------------------------------------------
 
@@ -706,18 +844,25 @@ class GroupCoordinator:
             return E.RebalanceInProgressError.errno, g
         return NONE, g
 
-    def commit(self, g: ClassicGroup, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> tuple[int, int]:
-        """Append the commit to the group's offsets partition; returns (partition, offset the HW must reach for
-        the commit to be replicated). The cache is updated at once (the handler waits for replication)."""
+    async def commit(self, g: ClassicGroup, offsets: dict[TP, OffsetAndMetadata]) -> int:
+        """Append the commit to the group's offsets partition and wait until it is committed; 0 or the error for
+        every partition of the request. Readers see the offsets once the HW passed them, whatever this answer."""
         if not offsets:
-            return -1, -1
-        end = self.store.write_offsets(g.group_id, offsets)
+            return 0
+        before = {tp: g.offsets.get(tp) for tp in offsets}
+        try:
+            end = self.store.write_offsets(g.group_id, offsets)
+        except AppendError as e:
+            return append_error(e.code)
         g.offsets.update(offsets)
-        return self.partition_of(g.group_id), end
+        return await self._committed(self._wrote(g.group_id, end, before), end)
 
-    def fetch_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
-        g = self.groups.get(group_id)
-        return dict(g.offsets) if g is not None else {}
+    def fetch_offsets(self, group_id: str, stable: bool = False) -> dict[TP, OffsetAndMetadata]:
+        """What OffsetFetch serves: the committed offsets (``stable``: the latest, after :meth:`wait_stable`)."""
+        if stable or self.faults.on("offsets.visible_before_committed"):
+            g = self.groups.get(group_id)
+            return dict(g.offsets) if g is not None else {}
+        return self.committed_offsets(group_id)
 
     # -- admin ------------------------------------------------------------------------------------------------
 
@@ -734,16 +879,21 @@ class GroupCoordinator:
                              m.metadata_for(g.protocol_name) if stable else b"",
                              m.assignment if stable else b"") for mid, m in g.members.items()]}
 
-    def delete_group(self, group_id: str) -> int:
+    async def delete_group(self, group_id: str) -> int:
+        """DeleteGroups: tombstones for the group and its offsets; answered once they are committed (readers keep
+        seeing the offsets until then)."""
         g = self.groups.get(group_id)
         if g is None or g.state == DEAD:
             return GROUP_ID_NOT_FOUND
         if g.state != EMPTY:
             return NON_EMPTY_GROUP
-        self.store.delete_group(group_id, list(g.offsets))
+        try:
+            end = self.store.delete_group(group_id, list(g.offsets))
+        except AppendError as e:
+            return append_error(e.code)
         g.state = DEAD
         del self.groups[group_id]
-        return NONE
+        return await self._committed(self._wrote(group_id, end, dict(g.offsets)), end)
 
     def subscribed_topics(self, g: ClassicGroup) -> set[str] | None:
         """Topics the group's members subscribe to (consumer protocol), or None if unknown."""
@@ -769,8 +919,9 @@ class GroupCoordinator:
             return NON_EMPTY_GROUP
         return NONE
 
-    def delete_offsets(self, g: ClassicGroup, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for topics a non-empty consumer group subscribes to."""
+    async def delete_offsets(self, g: ClassicGroup, tps: list[TP]) -> tuple[int, dict[TP, int]]:
+        """OffsetDelete: (error, per-partition errors); GROUP_SUBSCRIBED_TO_TOPIC for topics a non-empty consumer
+        group subscribes to; the answer waits until the tombstones are committed."""
         result = {}
         subscribed = self.subscribed_topics(g) if g.state != EMPTY else set()
         deletable = []
@@ -781,7 +932,13 @@ class GroupCoordinator:
                 result[tp] = NONE
                 if tp in g.offsets:
                     deletable.append(tp)
-        self.store.delete_offsets(g.group_id, deletable)
+        if not deletable:
+            return NONE, result
+        before = {tp: g.offsets.get(tp) for tp in deletable}
+        try:
+            end = self.store.delete_offsets(g.group_id, deletable)
+        except AppendError as e:
+            return append_error(e.code), result
         for tp in deletable:
             g.offsets.pop(tp, None)
-        return result
+        return await self._committed(self._wrote(g.group_id, end, before), end), result

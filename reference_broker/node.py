@@ -2,10 +2,12 @@
 fetchers and group coordinator, and its link to the controller (Kafka's ``BrokerServer`` with
 ``BrokerLifecycleManager`` and ``BrokerMetadataPublisher``).
 
-Lifecycle (KIP-631): listen; register with the controller (BrokerRegistration, retried while the controller
-refuses, e.g. DUPLICATE_BROKER_REGISTRATION during a previous incarnation's session); replicate the metadata log
-(Fetch on ``__cluster_metadata``) and apply it to the image and the replica manager; heartbeat every
-broker.heartbeat.interval.ms; READY once the controller unfenced it. While the controller is unreachable the node
+Lifecycle (KIP-631): take the port (not listening yet); register with the controller (BrokerRegistration, retried
+while the controller refuses, e.g. DUPLICATE_BROKER_REGISTRATION during a previous incarnation's session);
+replicate the metadata log (Fetch on ``__cluster_metadata``) and apply it to the image and the replica manager;
+heartbeat every broker.heartbeat.interval.ms; once the controller unfenced it and the image says so, listen and
+print READY (Kafka enables request processing only then: a client never meets a broker that knows no brokers).
+Controlled shutdown (on SIGTERM) heartbeats WantShutDown until the controller grants it. While the controller is unreachable the node
 keeps serving with its last image. Admin requests that change metadata (CreateTopics, DeleteTopics, ElectLeaders,
 auto-creation) are forwarded to the controller, which answers once the live brokers applied them.
 
@@ -41,8 +43,9 @@ from .group_coordinator import GroupCoordinator
 from .log import batch as B
 from .metadata.image import BrokerRegistration, Delta, MetadataImage, PartitionState, TopicImage
 from .metadata.records import METADATA_TOPIC, decode_batches
-from .offset_store import OFFSETS_TOPIC, OffsetStore, partition_for
+from .offset_store import OFFSETS_TOPIC, AppendError, OffsetStore, partition_for
 from .partition import Partition
+from .purgatory import ProducePartitionStatus
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import Server
@@ -112,6 +115,7 @@ class BrokerNode:
         self.broker_epoch = -1
         self.fenced = True
         self._unfenced = asyncio.Event()
+        self._live_in_image = asyncio.Event()    # our image shows us registered and unfenced
         self._next_producer_id = (self.node_id + 1) * 1_000_000_000
         if data_dir is not None:
             self._open_data_dir(data_dir)
@@ -234,10 +238,17 @@ class BrokerNode:
         return r.error_code, r.error_message
 
     async def ensure_offsets_topic(self) -> int:
-        """Create ``__consumer_offsets`` on first use, as Kafka does on the first FindCoordinator; 0 or an error."""
+        """Create ``__consumer_offsets`` on first use, as Kafka does on the first FindCoordinator; 0 or an error.
+
+        Always with offsets.topic.replication.factor (Kafka's ``AutoTopicCreationManager.creatableTopic``): the
+        controller places replicas on fenced brokers too when the live ones are too few, and refuses only while
+        fewer brokers are registered (INVALID_REPLICATION_FACTOR); the answer is then COORDINATOR_NOT_AVAILABLE,
+        so an early lookup cannot leave the topic under-replicated forever."""
         if OFFSETS_TOPIC in self.image.topics:
             return 0
-        rf = min(self.config["offsets.topic.replication.factor"], max(1, len(self.image.live_brokers())))
+        rf = self.config["offsets.topic.replication.factor"]
+        if self.faults.on("offsets.topic_rf_capped"):
+            rf = min(rf, max(1, len(self.image.live_brokers())))
         err, _ = await self.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], rf,
                                          {"cleanup.policy": "compact"})
         if err not in (0, E.TopicAlreadyExistsError.errno):
@@ -274,14 +285,25 @@ class BrokerNode:
     # -- offsets partitions (the OffsetStore's narrow interface) ----------------------------------------------
 
     def append(self, index: int, batch: bytes) -> int:
+        """The coordinator's append (Kafka's CoordinatorPartitionWriter: acks=1 locally, then it waits for the HW
+        through :meth:`wait_committed`)."""
         p = self.replicas.get(OFFSETS_TOPIC, index)
         if p is None or not p.is_leader:
-            raise RuntimeError(f"not the leader of {OFFSETS_TOPIC}-{index}")
+            raise AppendError(E.NotLeaderForPartitionError.errno, f"not the leader of {OFFSETS_TOPIC}-{index}")
         res = p.append_as_leader(batch, B.parse_header(batch), self.clock.wall_ms())
         if res.error:
-            raise RuntimeError(f"append to {OFFSETS_TOPIC}-{index} failed with error {res.error}")
+            raise AppendError(res.error, f"append to {OFFSETS_TOPIC}-{index} failed with error {res.error}")
         p.log.flush()
         return p.log.log_end_offset
+
+    def high_watermark(self, index: int) -> int:
+        p = self.replicas.get(OFFSETS_TOPIC, index)
+        return p.hw if p is not None else 0
+
+    async def wait_committed(self, index: int, offset: int, timeout_s: float) -> int:
+        status = ProducePartitionStatus(OFFSETS_TOPIC, index, offset)
+        await self.replicas.wait_replicated([status], timeout_s)
+        return status.error
 
     def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         p = self.replicas.get(OFFSETS_TOPIC, index)
@@ -316,8 +338,14 @@ class BrokerNode:
         return parse_address(adv) if adv else (self.host, self.port)
 
     async def start(self, host: str, port: int, ready_timeout: float = 60.0) -> int:
-        """Listen, join the cluster and wait until unfenced; returns the bound port."""
-        self.port = await self.server.start(host, port)
+        """Take the port, join the cluster, wait until unfenced and our own image says so, then listen; returns the
+        bound port.
+
+        Kafka's ``BrokerServer.startup`` enables request processing only after the broker caught up with the
+        metadata and was unfenced, so no client ever sees a Metadata answer with 0 brokers and controller -1 (which
+        librdkafka's AdminClient waits on until it times out). Here the port refuses connections until then; peers
+        do not need it earlier (they fetch from us only once we lead, which needs us unfenced)."""
+        self.port = await self.server.bind(host, port)
         self.host = host
         self.incarnation = uuid.UUID(int=self.rng.getrandbits(128))
         try:
@@ -329,10 +357,12 @@ class BrokerNode:
                 self._tasks.append(loop.create_task(self._flush_loop(), name="flush"))
             self.replicas.start()
             await asyncio.wait_for(self._unfenced.wait(), ready_timeout)
+            await asyncio.wait_for(self._live_in_image.wait(), ready_timeout)
         except TimeoutError:
             raise NodeStartError(f"broker {self.node_id}: not unfenced by the controller at "
                                  f"{self.controller_address[0]}:{self.controller_address[1]} within "
                                  f"{ready_timeout:.0f} s") from None
+        await self.server.open()
         return self.port
 
     async def _register(self) -> None:
@@ -409,6 +439,9 @@ class BrokerNode:
             self.image.apply(offset, rec, delta)
         if delta:
             self.replicas.apply_delta(self.image, delta)
+        me = self.image.brokers.get(self.node_id)
+        if me is not None and not me.fenced and me.epoch == self.broker_epoch:   # this incarnation, not an old one
+            self._live_in_image.set()
 
     async def _flush_loop(self) -> None:
         """Kafka's log flusher: every log.flush.scheduler.interval.ms, flush logs whose flush.ms is due."""
@@ -417,18 +450,37 @@ class BrokerNode:
             await self.clock.sleep(interval)
             self.replicas.maybe_flush()
 
-    async def controlled_shutdown(self, timeout: float = 5.0) -> None:
-        """Ask the controller to move leaderships away first (WantShutDown), so clients fail over at once."""
-        req = BrokerHeartbeatRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch,
-                                     current_metadata_offset=self.image.offset + 1, want_fence=True,
-                                     want_shut_down=True)
-        try:
-            await self._links["rpc"].request(req, 0, timeout=timeout)
-        except (OSError, TimeoutError, E.KafkaError):
-            pass
+    async def controlled_shutdown(self, timeout: float | None = None) -> bool:
+        """BrokerLifecycleManager.beginControlledShutdown: heartbeat WantShutDown until the controller grants it.
+
+        The controller first moves our leaderships and takes us out of every ISR while we stay registered and
+        unfenced (in controlled shutdown), and grants the shutdown once every active broker applied that; we keep
+        serving and replicating meanwhile, so clients fail over before the process goes. Gives up after
+        ``timeout`` (default broker.session.timeout.ms: by then a broker holding it up would be fenced anyway).
+        Returns whether it was granted."""
+        timeout = self.config["broker.session.timeout.ms"] / 1000 if timeout is None else timeout
+        deadline = self.clock.monotonic() + timeout
+        while self.clock.monotonic() < deadline:
+            req = BrokerHeartbeatRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                                         current_metadata_offset=self.image.offset + 1, want_fence=False,
+                                         want_shut_down=True)
+            try:
+                resp = await self._links["rpc"].request(req, 0, timeout=max(0.5, deadline - self.clock.monotonic()))
+                if resp.error_code == 0 and resp.should_shut_down:
+                    return True
+                if resp.error_code:
+                    log.warning("broker %d: controlled shutdown refused with error %d", self.node_id,
+                                resp.error_code)
+                    return False
+            except (OSError, TimeoutError, E.KafkaError) as e:
+                log.debug("broker %d: controlled shutdown heartbeat failed: %s", self.node_id, e)
+            await self.clock.sleep(0.1)
+        log.warning("broker %d: controlled shutdown not granted within %.0f s", self.node_id, timeout)
+        return False
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
+        await self.groups.close()
         await self.fetchers.stop()
         await self.server.stop()
         for link in self._links.values():

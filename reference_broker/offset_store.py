@@ -22,17 +22,33 @@ log = logging.getLogger("reference_broker.offsets")
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
+class AppendError(Exception):
+    """An append to an offsets partition failed before anything was written; ``code`` is Kafka's error."""
+
+    def __init__(self, code: int, message: str = "") -> None:
+        super().__init__(message or f"error {code}")
+        self.code = code
+
+
 class OffsetsPartitions(Protocol):
-    """What the offset store needs from the broker: append a batch to / read an offsets partition it leads."""
+    """What the offset store needs from the broker: append to / read an offsets partition it leads, and learn
+    when an append is committed (the partition's high watermark passed it)."""
 
     def append(self, index: int, batch: bytes) -> int:
-        """Append as leader; returns the offset after the batch (the HW it must reach to be replicated);
-        raises RuntimeError when this broker does not lead the partition."""
+        """Append as leader; returns the offset after the batch (the HW it must reach to be committed);
+        raises AppendError when nothing was written (e.g. this broker does not lead the partition)."""
 
     def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         """Whole batches from ``offset`` and the log end offset."""
 
     def log_start(self, index: int) -> int: ...
+
+    def high_watermark(self, index: int) -> int:
+        """The partition's HW here: every record below it is committed."""
+
+    async def wait_committed(self, index: int, offset: int, timeout_s: float) -> int:
+        """Wait until the HW reaches ``offset``: 0, or Kafka's error (REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER,
+        ...) when it did not within ``timeout_s``."""
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -72,31 +88,40 @@ class OffsetStore:
                      value=None if value is None else json.dumps(value).encode(), headers=[])
         return self.partitions.append(partition_for(group_id, self.n), bytes(b.build()))
 
+    def index_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.n)
+
+    def high_watermark(self, index: int) -> int:
+        return self.partitions.high_watermark(index)
+
+    async def wait_committed(self, index: int, offset: int, timeout_s: float) -> int:
+        return await self.partitions.wait_committed(index, offset, timeout_s)
+
     def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> int:
         return self._write(group_id, [({"type": "offset", "group": group_id, "topic": t, "partition": p},
                                 {"offset": o.offset, "leader_epoch": o.leader_epoch, "metadata": o.metadata,
                                  "commit_timestamp": o.commit_timestamp})
                                for (t, p), o in offsets.items()])
 
-    def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> None:
-        if tps:
-            self._write(group_id, [({"type": "offset", "group": group_id, "topic": t, "partition": p}, None)
+    def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> int:
+        return self._write(group_id, [({"type": "offset", "group": group_id, "topic": t, "partition": p}, None)
                                    for t, p in tps])
 
     def write_group(self, group_id: str, generation: int, protocol_type: str | None,
-                    protocol_name: str | None) -> None:
-        self._write(group_id, [({"type": "group", "group": group_id},
+                    protocol_name: str | None) -> int:
+        return self._write(group_id, [({"type": "group", "group": group_id},
                                 {"generation": generation, "protocol_type": protocol_type,
                                  "protocol_name": protocol_name})])
 
-    def delete_group(self, group_id: str, tps: list[tuple[str, int]]) -> None:
+    def delete_group(self, group_id: str, tps: list[tuple[str, int]]) -> int:
         entries: list[tuple[dict, dict | None]] = [
             ({"type": "offset", "group": group_id, "topic": t, "partition": p}, None) for t, p in tps]
         entries.append(({"type": "group", "group": group_id}, None))
-        self._write(group_id, entries)
+        return self._write(group_id, entries)
 
-    def replay(self, index: int) -> Iterator[tuple[dict, dict | None]]:
-        """Every (key, value) written to offsets partition ``index``, in log order (a tombstone has value None)."""
+    def replay(self, index: int) -> Iterator[tuple[int, dict, dict | None]]:
+        """Every (offset, key, value) written to offsets partition ``index``, in log order (a tombstone has value
+        None)."""
         offset = self.partitions.log_start(index)
         while True:
             data, end = self.partitions.read(index, offset, 1 << 20)
@@ -112,4 +137,4 @@ class OffsetStore:
                     except ValueError:
                         log.warning("%s-%d offset %d: unreadable record skipped", OFFSETS_TOPIC, index, rec.offset)
                         continue
-                    yield key, value
+                    yield rec.offset, key, value

@@ -1,4 +1,4 @@
-"""A partition replica on one broker: its log, leadership, ISR, high watermark, follower states, producer state.
+"""A partition replica on one broker: its log, leadership, ISR, high watermark, follower states.
 
 Kafka's rules this models (names from Apache Kafka's ``Partition``, ``Replica`` and ``UnifiedLog``):
 - Leader: HW = min LEO over the (maximal) ISR, never backwards (``Partition.maybeIncrementLeaderHW``), and not
@@ -12,15 +12,17 @@ Kafka's rules this models (names from Apache Kafka's ``Partition``, ``Replica`` 
   the LEO is OFFSET_OUT_OF_RANGE; between HW and LEO it is empty.
 - When the readable end or the ISR moves, parked fetches and acks=all produces keyed by this topic-partition are
   tried (``Partition.tryCompleteDelayedRequests``), through the ``on_change`` callback the replica manager gives.
+- Idempotent producers: the log owns their state (``log.producer_state``, Kafka's ProducerStateManager in
+  UnifiedLog), so appends as leader or follower, truncation and restarts keep it; the leader checks a client batch
+  against it before appending (a duplicate answers its original offset, UnifiedLog.analyzeAndValidateProducerState).
 
 Threading rule: used only on the broker's event loop.
 """
 from __future__ import annotations
 
 import uuid
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -29,6 +31,7 @@ from kafka import errors as E
 from .log import batch as B
 from .log.base import Log, ReadResult
 from .log.file import RecordBatchTooLarge
+from .log.producer_state import NUM_BATCHES_TO_RETAIN, ProducerStateError
 
 
 class FetchIsolation(IntEnum):
@@ -44,14 +47,6 @@ class ProduceResult(NamedTuple):
     base_offset: int = -1
     log_append_time: int = -1
     error_message: str | None = None
-
-
-@dataclass
-class ProducerEntry:
-    """Idempotent producer state: epoch and the last few batches' sequences (Kafka's ProducerStateEntry)."""
-
-    epoch: int
-    batches: deque = field(default_factory=lambda: deque(maxlen=5))   # (first_seq, last_seq, base, last_offset)
 
 
 class ReadInfo(NamedTuple):
@@ -104,7 +99,6 @@ class Partition:
             hw = log.log_end_offset if self.replicas == [node_id] else 0
         self.hw = min(hw, log.log_end_offset)
         self.min_isr = 1                               # the topic's min.insync.replicas (set by the replica manager)
-        self.producers: dict[int, ProducerEntry] = {}
         self.deleted = False
         # Wakes the delayed fetches and produces keyed by this partition; ``kind`` is "append" for a leader append
         # (the fetch.no_wake_on_append fault switch skips those), else "state".
@@ -114,6 +108,8 @@ class Partition:
         self.fault_hw_is_leader_leo = False      # isr.hw_is_leader_leo fault switch
         self.fault_truncate_to_hw = False        # replication.truncate_to_hw fault switch
         self.fault_latest_is_leo = False    # True only under the list_offsets.latest_is_leo fault switch
+        self.duplicate_window = NUM_BATCHES_TO_RETAIN   # 1 only under the produce.duplicate_window_one fault switch
+        self.fault_truncation_forgets_producers = False  # replication.truncation_forgets_producers fault switch
         self.fault_record_diverging = False     # replication.record_diverging_fetch fault switch
         self.fault_keep_epoch_at_end = False    # replication.keep_epoch_at_log_end fault switch
         self.fault_cap_start_at_end = False     # replication.cap_start_at_log_end fault switch
@@ -309,8 +305,7 @@ class Partition:
         min(leader HW, own LEO), up or down (ReplicaFetcherThread.processPartitionData)."""
         if data:
             self._maybe_start_at_batch(data)
-            self.log.append_replica(data)
-            self._track_producers(data)
+            self.log.append_replica(data)          # the log keeps producer state from these batches too
         if self.log.log_start_offset < leader_log_start <= self.log.log_end_offset:
             self.log.delete_records_before(leader_log_start)
         # UnifiedLog.maybeUpdateHighWatermark: the leader's HW within [log start, LEO], even when that is lower
@@ -332,26 +327,15 @@ class Partition:
         if start == end and first is not None and first[1].base_offset < end < first[1].next_offset:
             self.log.truncate_fully_and_start_at(first[1].base_offset, log_start=start)
 
-    def _track_producers(self, data: bytes) -> None:
-        """Followers keep idempotent producer state from the batches they replicate (Kafka rebuilds it from the
-        log), so a producer's retry after a failover is recognised as a duplicate by the new leader."""
-        for _pos, h in B.iter_batches(data):
-            if h.producer_id < 0:
-                continue
-            entry = self.producers.get(h.producer_id)
-            if entry is None or h.producer_epoch > entry.epoch:
-                entry = self.producers[h.producer_id] = ProducerEntry(h.producer_epoch)
-            entry.batches.append((h.base_sequence, h.base_sequence + h.last_offset_delta, h.base_offset,
-                                  h.base_offset + h.last_offset_delta))
-
     def truncate_to(self, offset: int) -> None:
-        """Drop everything at or after ``offset`` (truncation by leader epoch, KIP-101/KIP-279). Always through
-        the log, as Kafka's Partition.truncateTo: at or past the LEO the log still drops an epoch-cache entry at
-        its end."""
+        """Drop everything at or after ``offset`` (truncation by leader epoch, KIP-101/KIP-279); the log rebuilds
+        its producer state as of ``offset``. Always through the log, as Kafka's Partition.truncateTo: at or past
+        the LEO the log still drops an epoch-cache entry at its end."""
         if offset < self.log.log_end_offset:
             self.log.truncate_to(offset)
+            if self.fault_truncation_forgets_producers:       # the old bug, on purpose
+                self.log.producer_state.truncate_fully_and_start_at(offset)
             self.hw = min(self.hw, offset)
-            self.producers.clear()
             self._changed()
         elif not self.fault_keep_epoch_at_end:
             self.log.truncate_to(offset)
@@ -363,9 +347,8 @@ class Partition:
             self.log.delete_records_before(offset)
             self.hw = offset
             return
-        self.log.truncate_fully_and_start_at(offset)
+        self.log.truncate_fully_and_start_at(offset)          # producer state included
         self.hw = offset
-        self.producers.clear()
         self._changed()
 
     # -- produce ----------------------------------------------------------------------------------------------
@@ -374,38 +357,17 @@ class Partition:
         """Append one validated batch; enforce idempotent sequences; advance the HW; wake watchers."""
         if not self.is_leader:
             return ProduceResult(E.NotLeaderForPartitionError.errno)
-        pid = header.producer_id
-        entry = None
-        if pid >= 0:
-            entry = self.producers.get(pid)
-            first_seq = header.base_sequence
-            last_seq = first_seq + header.last_offset_delta
-            if entry is not None:
-                if header.producer_epoch < entry.epoch:
-                    return ProduceResult(E.InvalidProducerEpochError.errno,
-                                         error_message=f"epoch {header.producer_epoch} < current {entry.epoch}")
-                if header.producer_epoch > entry.epoch:
-                    if first_seq != 0:
-                        return ProduceResult(E.OutOfOrderSequenceNumberError.errno,
-                                             error_message=f"new epoch must start at sequence 0, got {first_seq}")
-                    entry = None
-                else:
-                    for f, last, base, _lo in entry.batches:
-                        if f == first_seq and last == last_seq:   # a retry of a batch already written
-                            return ProduceResult(E.NoError.errno, base)
-                    expected = (entry.batches[-1][1] + 1) & 0x7FFFFFFF if entry.batches else first_seq
-                    if first_seq != expected:
-                        return ProduceResult(E.OutOfOrderSequenceNumberError.errno,
-                                             error_message=f"expected sequence {expected}, got {first_seq}")
+        if header.producer_id >= 0:
+            try:
+                duplicate = self.log.producer_state.check_client_batch(header, self.duplicate_window)
+            except ProducerStateError as e:
+                return ProduceResult(e.errno, error_message=str(e))
+            if duplicate is not None:        # a retry of a batch already written: its original offset, no append
+                return ProduceResult(E.NoError.errno, duplicate.first_offset)
         try:
             info = self.log.append(data, self.leader_epoch)
         except RecordBatchTooLarge as e:     # larger than a whole segment can hold
             return ProduceResult(E.RecordListTooLargeError.errno, error_message=str(e))
-        if pid >= 0:
-            if entry is None:
-                entry = self.producers[pid] = ProducerEntry(header.producer_epoch)
-            entry.batches.append((header.base_sequence, header.base_sequence + header.last_offset_delta,
-                                  info.base_offset, info.last_offset))
         self.maybe_advance_hw()
         self._changed("append")
         return ProduceResult(E.NoError.errno, info.base_offset)

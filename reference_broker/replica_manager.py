@@ -8,6 +8,8 @@ DelayedFetch, and reads again when that completes; the Fetch handler only decode
 of followers that lag more than replica.lag.time.max.ms (``maybeShrinkIsr`` on a timer) and expands it when they
 catch up — both through the controller with AlterPartition — and checkpoints the high watermarks
 (``replication-offset-checkpoint``) so a restart keeps them.
+Every producer.id.expiration.check.interval.ms it drops idle idempotent producers from each log's producer state
+(Kafka's per-log PeriodicProducerExpirationCheck).
 
 Threading rule: everything runs on the broker's event loop; timers come from the Clock.
 """
@@ -29,6 +31,7 @@ from .config import BrokerConfig
 from .faults import Faults
 from .log.base import Log
 from .log.memory import MemoryLog
+from .log.producer_state import ProducerStateConfig
 from .metadata.image import Delta, MetadataImage, PartitionState
 from .partition import FetchIsolation, Partition
 from .purgatory import (
@@ -200,12 +203,14 @@ class ReplicaManager:
     # -- metadata (ReplicaManager.applyDelta) -----------------------------------------------------------------
 
     def _open_log(self, topic: str, index: int) -> Log:
+        producers = ProducerStateConfig.from_broker_config(
+            self.config, load_on_open=not self.faults.on("produce.producer_state_not_loaded"))
         if self.data_dir is None:
-            return MemoryLog()
+            return MemoryLog(clock=self.clock, producer_state=producers)
         from .log.file import FileLog, FileLogConfig
 
         return FileLog(self.data_dir / f"{topic}-{index}", FileLogConfig.from_broker_config(self.config),
-                       clock=self.clock)
+                       clock=self.clock, producer_state=producers)
 
     def apply_delta(self, image: MetadataImage, delta: Delta) -> None:
         self.image = image
@@ -243,6 +248,9 @@ class ReplicaManager:
                 p.fault_hw_is_leader_leo = self.faults.on("isr.hw_is_leader_leo")
                 p.fault_truncate_to_hw = self.faults.on("replication.truncate_to_hw")
                 p.fault_latest_is_leo = self.faults.on("list_offsets.latest_is_leo")
+                if self.faults.on("produce.duplicate_window_one"):
+                    p.duplicate_window = 1
+                p.fault_truncation_forgets_producers = self.faults.on("replication.truncation_forgets_producers")
                 p.fault_record_diverging = self.faults.on("replication.record_diverging_fetch")
                 p.fault_keep_epoch_at_end = self.faults.on("replication.keep_epoch_at_log_end")
                 p.fault_cap_start_at_end = self.faults.on("replication.cap_start_at_log_end")
@@ -279,9 +287,9 @@ class ReplicaManager:
             self._propose(p, sorted(set(p.isr) | {replica_id}), "expand")
 
     def _may_join(self, replica_id: int) -> bool:
-        """A fenced broker cannot be added back (Partition.isReplicaIsrEligible)."""
+        """A fenced broker, or one in controlled shutdown, cannot be added back (Partition.isReplicaIsrEligible)."""
         img = self.image
-        return img is None or img.is_live(replica_id)
+        return img is None or img.is_active(replica_id)
 
     def _propose(self, p: Partition, new_isr: list[int], why: str) -> None:
         """Send an AlterPartition for ``p`` (one in flight per partition, Kafka's PendingPartitionChange)."""
@@ -341,7 +349,21 @@ class ReplicaManager:
             self.checkpoint_hws()
             self._timers[1] = self.clock.call_later(1.0, checkpoint_tick)
 
-        self._timers = [self.clock.call_later(lag_s / 2, shrink_tick), self.clock.call_later(1.0, checkpoint_tick)]
+        expire_s = self.config["producer.id.expiration.check.interval.ms"] / 1000
+
+        def expire_tick() -> None:
+            self.remove_expired_producers()
+            self._timers[2] = self.clock.call_later(expire_s, expire_tick)
+
+        self._timers = [self.clock.call_later(lag_s / 2, shrink_tick), self.clock.call_later(1.0, checkpoint_tick),
+                        self.clock.call_later(expire_s, expire_tick)]
+
+    def remove_expired_producers(self) -> None:
+        """Drop producers idle for producer.id.expiration.ms from every log (UnifiedLog.removeExpiredProducers)."""
+        now = self.clock.wall_ms()
+        for p in list(self.partitions.values()):
+            if not p.deleted:
+                p.log.producer_state.remove_expired(now)
 
     # -- high watermark checkpoint ----------------------------------------------------------------------------
 

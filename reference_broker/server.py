@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import socket
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -58,15 +59,43 @@ class Server:
         self.node = node
         self.registry = registry
         self._server: asyncio.base_events.Server | None = None
+        self._sock: socket.socket | None = None
         self._conns: dict[asyncio.StreamWriter, None] = {}
         registry.load_all()
 
     async def start(self, host: str, port: int) -> int:
         """Listen; return the bound port (``port`` 0 picks a free one)."""
-        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20, reuse_address=True)
-        return self._server.sockets[0].getsockname()[1]
+        port = await self.bind(host, port)
+        await self.open()
+        return port
+
+    async def bind(self, host: str, port: int) -> int:
+        """Take the address without listening yet; return the bound port. A connection attempt is refused until
+        :meth:`open`, so "the port accepts connections" means "requests are served" (Kafka's ``Acceptor`` opens a
+        fixed port only when request processing is enabled, after the broker is unfenced)."""
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)
+        family, kind, proto, _name, addr = infos[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        return sock.getsockname()[1]
+
+    async def open(self) -> None:
+        """Listen on the bound address and serve requests."""
+        assert self._sock is not None, "bind() first"
+        sock, self._sock = self._sock, None
+        self._server = await asyncio.start_server(self._serve, sock=sock, limit=1 << 20)
 
     async def stop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
         if self._server is not None:
             self._server.close()
         for w in list(self._conns):

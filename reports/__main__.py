@@ -16,9 +16,11 @@ from history.schema import HistoryError
 
 EXIT_CODES = """exit codes:
   0  valid: every run checked, no anomaly these settings forbid, every linearizability part ok
-  1  anomalies found: some run is invalid (an anomaly or an illegal linearizability verdict)
-  2  could not check: bad arguments, unreadable or empty input, a linearizability budget exhausted (unknown)
-     with nothing found, or an internal error; a crash is never 1"""
+  1  anomalies found: some run is invalid (an anomaly or an illegal linearizability verdict the history proves)
+  2  could not check: bad arguments, unreadable or empty input, a linearizability budget exhausted (unknown),
+     or with --skip-corrupt only anomalies that rest on the absence of an operation (lost-write, unseen,
+     poll-skip, nonmonotonic-poll, a linearizability counterexample), which skipped lines may have held
+     (indeterminate); or an internal error; a crash is never 1"""
 
 
 def _add_check(p: argparse.ArgumentParser) -> None:
@@ -32,13 +34,14 @@ def _add_check(p: argparse.ArgumentParser) -> None:
 
 def _run_check(args: argparse.Namespace) -> int:
     from history import read
-    from reports.analysis import run_checks
-    from reports.linearizability import ILLEGAL, UNKNOWN
+    from reports.analysis import run_checks, verdict_of
+    from reports.anomalies import RESTS_ON_ABSENCE
+    from reports.linearizability import UNKNOWN
 
     if args.budget <= 0:
         raise HistoryError("--budget must be positive")
     status = 0
-    unknown = False
+    unknown = indeterminate = False
     out = []
     runs = read(args.path, skip_corrupt=args.skip_corrupt)
     if not runs:
@@ -53,11 +56,13 @@ def _run_check(args: argparse.Namespace) -> int:
             "illegal": [{"key": str(p.key), "counterexample": p.counterexample} for p in r.illegal_parts],
             "unknown": [str(p.key) for p in r.parts if p.verdict == "unknown"],
         } for name, r in lin_res.items()}
-        valid = res.valid and all(v["verdict"] != ILLEGAL for v in lin.values())
-        status = max(status, 0 if valid else 1)
-        unknown = unknown or any(v["verdict"] == UNKNOWN for v in lin.values())
+        v = verdict_of(h, res.counts, {name: x["verdict"] for name, x in lin.items()}, len(h.op_view()))
+        status = max(status, 1 if v.status == "invalid" else 0)
+        indeterminate = indeterminate or v.status == "indeterminate"
+        unknown = unknown or any(x["verdict"] == UNKNOWN for x in lin.values())
         out.append({"run_id": h.run_id, "target": h.target, "nemesis": h.nemesis, "ops": len(h.op_view()),
-                    "valid": valid, "anomalies": res.summary(args.cases), "linearizability": lin})
+                    "valid": v.valid, "status": v.status, "indeterminate": v.indeterminate,
+                    "skipped_lines": v.skipped_lines, "anomalies": res.summary(args.cases), "linearizability": lin})
     if args.json:
         print(json.dumps(out, indent=1, default=str))
     else:
@@ -66,26 +71,41 @@ def _run_check(args: argparse.Namespace) -> int:
             if not r["ops"]:
                 print(f"run {r['run_id']} ({r['target']}): no operations")
                 continue
-            print(f"run {r['run_id']} ({r['target']}, {r['ops']} ops): {'VALID' if r['valid'] else 'INVALID'}")
+            print(f"run {r['run_id']} ({r['target']}, {r['ops']} ops): {r['status'].upper()}")
+            if r["skipped_lines"]:
+                print(f"  skipped lines: {_lines(r['skipped_lines'])}; anomalies that rest on the absence of an "
+                      f"operation cannot be proven from this file")
             for name, n in sorted(a["counts"].items()):
-                tag = "" if name in a["bad"] else " (acceptable here)"
+                tag = "" if name in a["bad"] else (
+                    f" (indeterminate: {RESTS_ON_ABSENCE[name]})" if name in r["indeterminate"] else " (acceptable here)")
                 print(f"  {name}: {n}{tag}")
                 for case in a["cases"][name][:3]:
                     brief = {k: v for k, v in case.items() if k in ("key", "value", "values", "offset", "offsets",
                                                                     "delta", "skipped", "index")}
                     print(f"    {json.dumps(brief, default=str)}")
             for m, v in r["linearizability"].items():
-                print(f"  linearizable {m}: {v['verdict']} ({v['parts']} parts)")
+                tag = " (indeterminate: a skipped operation may linearize it)" if (
+                    f"linearizable/{m}" in r["indeterminate"]) else ""
+                print(f"  linearizable {m}: {v['verdict']} ({v['parts']} parts){tag}")
                 for bad in v["illegal"][:3]:
                     cex = bad["counterexample"]
                     print(f"    {bad['key']}: fails at {cex['failing']['op']} "
                           f"(after {cex['prefix_completions']} completions); window:")
                     for w in cex["window"][:10]:
                         print(f"      p{w['client']} [{w['call']}..{w['ret']}] {w['op']}")
+    if status == 0 and indeterminate:
+        print("indeterminate: the only anomalies found rest on the absence of operations, and lines were skipped: "
+              "could not check", file=sys.stderr)
+        return 2
     if status == 0 and unknown:
         print("some linearizability parts are unknown (budget exhausted): could not check", file=sys.stderr)
         return 2
     return status
+
+
+def _lines(numbers: list[int], most: int = 20) -> str:
+    shown = ", ".join(str(n) for n in numbers[:most])
+    return shown + (f" and {len(numbers) - most} more" if len(numbers) > most else "")
 
 
 def _add_spark(p: argparse.ArgumentParser) -> None:
@@ -98,10 +118,11 @@ def _run_spark(args: argparse.Namespace) -> int:
     from reports.spark_job import run_from_args
 
     res = run_from_args(args)
-    if not all(r["valid"] for r in res.runs):
+    if any(r["status"] == "invalid" for r in res.runs):
         return 1
     unknown = any("unknown" in (r["lin_partition_log"], r["lin_committed_offsets"]) for r in res.runs)
-    return 2 if res.errors or unknown else 0
+    indeterminate = any(r["status"] == "indeterminate" for r in res.runs)
+    return 2 if res.errors or unknown or indeterminate else 0
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from history.io import History, gc_paused
 from history.schema import key_of
 
+from .anomalies import RESTS_ON_ABSENCE, indeterminate
 from .checkers import ANOMALIES, acceptable, analyze
 from .linearizability import ILLEGAL, OK, UNKNOWN, check_operations
 from .models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_operations
@@ -196,7 +197,9 @@ def part_verdicts(h: History, budget_s: float = 10.0, max_cases: int = 8) -> lis
 
 @dataclass
 class RunVerdict:
-    """One run's verdict: anomaly counts, which are not acceptable, and linearizability per model."""
+    """One run's verdict: anomaly counts, which are not acceptable, linearizability per model, and what cannot be
+    decided because lines of its file were skipped (anomalies resting on absence, and illegal linearizability
+    verdicts, then: ``indeterminate``)."""
 
     run_id: str
     target: str
@@ -205,15 +208,39 @@ class RunVerdict:
     anomaly_counts: dict[str, int]
     bad: list[str]
     lin: dict[str, str]
+    indeterminate: list[str] = field(default_factory=list)
+    skipped_lines: list[int] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``invalid`` (an anomaly or counterexample the history proves), ``indeterminate`` (only ones resting on
+        operations that may be on skipped lines) or ``valid``."""
+        if self.bad or (not self.skipped_lines and any(v == ILLEGAL for v in self.lin.values())):
+            return "invalid"
+        return "indeterminate" if self.indeterminate else "valid"
 
     @property
     def valid(self) -> bool:
-        return not self.bad and all(v != ILLEGAL for v in self.lin.values())
+        return self.status == "valid"
 
     def key(self) -> tuple:
         """Everything that must agree between a direct run and the Spark job."""
         return (self.run_id, self.target, self.nemesis, self.ops, tuple(sorted(self.anomaly_counts.items())),
-                tuple(self.bad), tuple(sorted(self.lin.items())))
+                tuple(self.bad), tuple(sorted(self.lin.items())), tuple(self.indeterminate),
+                tuple(self.skipped_lines))
+
+
+def verdict_of(h: History, counts: dict[str, int], lin: dict[str, str], n_ops: int) -> RunVerdict:
+    """The run's verdict from its anomaly counts and linearizability verdicts: acceptable anomalies set aside
+    (the run's settings), and with skipped lines those resting on absence and illegal linearizability verdicts
+    as indeterminate (reports.anomalies.RESTS_ON_ABSENCE)."""
+    ok_set = acceptable(h.settings)
+    found = sorted(a for a, n in counts.items() if n and a not in ok_set)
+    skipped = list(h.skipped_lines)
+    unproven = [a for a in found if skipped and a in RESTS_ON_ABSENCE]
+    unproven += [f"linearizable/{m}" for m, v in sorted(lin.items()) if skipped and v == ILLEGAL]
+    return RunVerdict(h.run_id, h.target, h.nemesis, n_ops, {a: counts[a] for a in ANOMALIES if counts.get(a)},
+                      [a for a in found if a not in unproven], dict(lin), sorted(unproven), skipped)
 
 
 def combine_lin(verdicts: Iterable[str]) -> str:
@@ -234,11 +261,8 @@ def run_verdict(h: History, parts: Iterable[PartVerdict], n_ops: int | None = No
             counts[a] = counts.get(a, 0) + n
         if p.lin_model:
             lin[p.lin_model].append(p.lin_verdict)
-    ok_set = acceptable(h.settings)
-    bad = sorted(a for a, n in counts.items() if n and a not in ok_set)
-    return RunVerdict(h.run_id, h.target, h.nemesis, len(h.op_view()) if n_ops is None else n_ops,
-                      {a: counts[a] for a in ANOMALIES if counts.get(a)}, bad,
-                      {m: combine_lin(v) for m, v in lin.items()})
+    return verdict_of(h, counts, {m: combine_lin(v) for m, v in lin.items()},
+                      len(h.op_view()) if n_ops is None else n_ops)
 
 
 def run_checks(h: History, budget_s: float = 10.0, workers: int = 1) -> tuple[Any, dict[str, Any]]:
@@ -250,6 +274,8 @@ def run_checks(h: History, budget_s: float = 10.0, workers: int = 1) -> tuple[An
     waits meanwhile: nothing here makes cycles, and its passes over the growing lists cost more than the check."""
     with gc_paused():
         res = analyze(h.op_view(), h.settings, h.columns)
+        res.indeterminate = indeterminate(h.skipped_lines)
+        res.skipped_lines = list(h.skipped_lines)
         typed = h.typed_ops()
         lin = {model.name: check_operations(model, extract(typed, h.settings), budget_s=budget_s, workers=workers)
                for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations))}
@@ -259,5 +285,4 @@ def run_checks(h: History, budget_s: float = 10.0, workers: int = 1) -> tuple[An
 def check_history(h: History, budget_s: float = 10.0, workers: int = 1) -> RunVerdict:
     """The direct check of a whole run (no splitting by us: the checkers and models partition themselves)."""
     res, lin = run_checks(h, budget_s, workers)
-    return RunVerdict(h.run_id, h.target, h.nemesis, len(h.op_view()), res.counts, sorted(res.bad),
-                      {name: r.verdict for name, r in lin.items()})
+    return verdict_of(h, res.counts, {name: r.verdict for name, r in lin.items()}, len(h.op_view()))

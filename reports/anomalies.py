@@ -42,6 +42,24 @@ ACCEPTABLE: dict[str, tuple[Callable[[dict], bool], str]] = {
 }
 
 
+# anomaly -> why it rests on the absence of an operation. From a file with skipped lines (--skip-corrupt) such an
+# anomaly is never proven: the skipped line may have held exactly the operation whose absence it points at. It is
+# reported as indeterminate, with the skipped lines named, and the run is neither valid nor invalid for it. Every
+# other anomaly rests on operations that are there (two values at one offset, a read of a failed write, ...) and
+# stands. A linearizability counterexample is indeterminate then too: a skipped operation may linearize it.
+RESTS_ON_ABSENCE: dict[str, str] = {
+    "lost-write": "a poll that read the value may be on a skipped line",
+    "unseen": "a poll that read the value may be on a skipped line",
+    "poll-skip": "a skipped poll may have read the offsets in between, or a skipped assign moved the position",
+    "nonmonotonic-poll": "a skipped assign, seek or crash may have reset the consumer's position",
+}
+
+
+def indeterminate(skipped_lines: Sequence[int] | None) -> frozenset[str]:
+    """The anomalies a run cannot prove: those resting on absence, once any of its lines was skipped."""
+    return frozenset(RESTS_ON_ABSENCE) if skipped_lines else frozenset()
+
+
 def acceptable(settings: dict | None) -> frozenset[str]:
     """The anomalies a run with these header settings is allowed to show."""
     s = settings or {}
@@ -56,11 +74,14 @@ class CheckResult:
     acceptable: frozenset[str] = frozenset()
     stats: dict = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)  # every topic-partition seen, in first-seen order
+    indeterminate: frozenset[str] = frozenset()    # unprovable here: lines were skipped (RESTS_ON_ABSENCE)
+    skipped_lines: list[int] = field(default_factory=list)
 
     def by_key(self) -> dict[str, CheckResult]:
         """The result of each topic-partition alone (every analysis is per key, so this is what checking that
         partition's operations by themselves gives): the Spark job's per-part rows, from one whole-run pass."""
-        out = {k: CheckResult({a: [] for a in ANOMALIES}, self.acceptable, {}, [k]) for k in self.keys}
+        out = {k: CheckResult({a: [] for a in ANOMALIES}, self.acceptable, {}, [k], self.indeterminate,
+                              self.skipped_lines) for k in self.keys}
         for a, cases in self.anomalies.items():
             for c in cases:
                 out[c["key"]].anomalies[a].append(c)
@@ -76,12 +97,18 @@ class CheckResult:
 
     @property
     def bad(self) -> frozenset[str]:
-        """Anomalies found that these settings do not accept."""
-        return self.found - self.acceptable
+        """Anomalies found that these settings do not accept and that the history proves."""
+        return self.found - self.acceptable - self.indeterminate
+
+    @property
+    def unproven(self) -> frozenset[str]:
+        """Anomalies found that these settings do not accept but that rest on the absence of an operation in a
+        history with skipped lines: neither a failure nor a pass."""
+        return (self.found & self.indeterminate) - self.acceptable
 
     @property
     def valid(self) -> bool:
-        return not self.bad
+        return not self.bad and not self.unproven
 
     def summary(self, n: int = 8) -> dict:
         """The N most interesting cases per anomaly plus counts (full cases stay in ``anomalies``); the cases'
@@ -90,6 +117,8 @@ class CheckResult:
             "valid": self.valid,
             "bad": sorted(self.bad),
             "acceptable_found": sorted(self.found & self.acceptable),
+            "indeterminate": sorted(self.unproven),
+            "skipped_lines": list(self.skipped_lines),
             "counts": self.counts,
             "cases": {a: bounded(_most_interesting(a, c)[:n]) for a, c in self.anomalies.items() if c},
         }

@@ -4,8 +4,10 @@ Input: the results files ``conformance.plugin`` writes (schema ``kct-conformance
 session and target. Output: ``DIR/index.html``, self-contained (inline CSS and SVG), with
 
 - the target × rule matrix: per cell the worst outcome of the rule's checks on that target
-  (divergence > error > pass > skipped), with counts and, for skips, the reason;
-- every divergence with its message and evidence (notes, timings, the wire exchanges, the assertion);
+  (divergence > error > pass > skipped), with counts and, for skips, the reason. Apache Kafka's runs (the
+  ground truth) come first; a cell where Kafka itself diverges says so, since then the check is suspect;
+- every divergence with its message and evidence (notes, timings, the wire exchanges, the assertion), beside
+  Kafka's own outcome and last answers for the same check where a Kafka run is among the files;
 - harness errors apart from divergences (they say nothing about the target);
 - rule coverage: per rule, the reference broker's fault switches shown to break it (``switches`` in the results'
   rule catalogue, from ``conformance/coverage.py``) — a rule without one has checks nobody has shown can fail;
@@ -70,6 +72,24 @@ def _column_names(runs: list[dict[str, Any]]) -> list[str]:
         else:
             final.append(n)
     return final
+
+
+def is_kafka(run: dict[str, Any]) -> bool:
+    """A run against Apache Kafka itself (the `kafka` target, or a docker target running Kafka's own jars)."""
+    t = run.get("target") or {}
+    return t.get("name") == "kafka" or str(t.get("version", "")).startswith("Apache Kafka")
+
+
+def kafka_first(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Kafka's runs first (the column of truth), the others in the order given."""
+    return [r for r in runs if is_kafka(r)] + [r for r in runs if not is_kafka(r)]
+
+
+def _check_key(c: dict[str, Any]) -> tuple[str, str]:
+    """A check's identity across targets: (suite, test name with its parameters). Node ids differ between runs
+    (pytest makes them relative to where it ran, and --pyargs runs outside the tree)."""
+    node = str(c.get("nodeid", ""))
+    return str(c.get("suite") or ""), str(c.get("name") or node.rsplit("::", 1)[-1])
 
 
 def _worst(outcomes: list[str]) -> str:
@@ -143,7 +163,14 @@ def _nice_step(vmax: float) -> float:
 
 def build(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The template's view: matrix rows, divergences, errors, skips and timing plots."""
+    runs = kafka_first(runs)
     columns = _column_names(runs)
+    kafka_ci = [ci for ci, r in enumerate(runs) if is_kafka(r)]
+    # Kafka's answer per check (the first Kafka run that ran it), for the cards and the matrix
+    kafka_checks: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    for ci in kafka_ci:
+        for c in runs[ci]["checks"]:
+            kafka_checks.setdefault(_check_key(c), (ci, c))
     rules: dict[str, dict[str, Any]] = {}
     for r in runs:
         for rid, meta in (r.get("rules") or {}).items():
@@ -175,8 +202,12 @@ def build(runs: list[dict[str, Any]]) -> dict[str, Any]:
             reason = reasons[0][:160] if worst in ("skipped", "divergence", "error") and reasons else ""
             if others:
                 reason = f"{reason} ({others})" if reason else f"also {others}"
+            kafka_too = ci not in kafka_ci and worst == "divergence" and any(
+                kafka_checks.get(_check_key(c), (0, {}))[1].get("outcome") == "divergence"
+                for c in checks if c["outcome"] == "divergence")
             row["cells"].append({"outcome": worst, "text": text, "counts": counts, "reason": reason,
                                  "anchor": f"{worst}-{ci}-{rid}" if worst != "pass" else "",
+                                 "kafka_too": kafka_too,
                                  "title": "; ".join(f"{c['name']}: {c['outcome']}" for c in checks)})
         if any(cell["outcome"] for cell in row["cells"]):
             suites[meta.get("suite", "?")].append(row)
@@ -196,6 +227,7 @@ def build(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     "exchanges": ev.get("exchanges") or [],
                     "plot": timing_svg(f"{c['name']} on {columns[ci]}", [
                         dict(t, row=t["label"]) for t in ev.get("timings") or []]),
+                    "kafka": _kafka_side(kafka_checks.get(_check_key(c)), columns) if ci not in kafka_ci else None,
                 })
     # timing plots: per check name (all targets together), rows = target × timing label
     by_check: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -225,10 +257,22 @@ def build(runs: list[dict[str, Any]]) -> dict[str, Any]:
         {"id": m["id"], "suite": m.get("suite", "?"), "switches": set(m["switches"])}
         for m in sorted(known, key=lambda m: (m.get("suite", "?"), m["id"]))],
         "covered": sum(1 for m in known if m["switches"]), "total": len(known)}
-    return {"columns": columns, "suites": dict(sorted(suites.items())), "findings": findings, "plots": plots,
+    return {"columns": columns, "kafka_columns": [columns[ci] for ci in kafka_ci],
+            "suites": dict(sorted(suites.items())), "findings": findings, "plots": plots,
             "coverage": coverage,
             "totals": totals, "symbol": SYMBOL, "colour": COLOUR,
             "generated": time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())}
+
+
+def _kafka_side(found: tuple[int, dict[str, Any]] | None, columns: list[str]) -> dict[str, Any]:
+    """Kafka's outcome and last answers for the check a divergence card shows ({"ran": False} if no Kafka run
+    ran that check)."""
+    if found is None:
+        return {"ran": False}
+    ci, c = found
+    ev = c.get("evidence") or {}
+    return {"ran": True, "column": columns[ci], "outcome": c["outcome"], "headline": _headline(c.get("message")),
+            "recent": (ev.get("exchanges") or [])[-3:]}
 
 
 def render(runs: list[dict[str, Any]]) -> str:

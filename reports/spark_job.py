@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: import from th
 from history.io import CorruptLineWarning, gc_paused, read_bytes  # noqa: E402
 from history.schema import HistoryError  # noqa: E402
 from reports.analysis import PartVerdict, RunVerdict, part_verdicts  # noqa: E402
-from reports.anomalies import acceptable  # noqa: E402
+from reports.anomalies import RESTS_ON_ABSENCE, acceptable  # noqa: E402
 from reports.fault_attribution import attribute, fault_intervals  # noqa: E402
 from reports.fault_attribution import kinds as fault_kinds  # noqa: E402
 from reports.latency import LAT_BINS, LAT_EDGES_NS, latency_histograms  # noqa: E402,F401 - re-exported
@@ -45,18 +45,23 @@ RESULT_SCHEMA = (
     "run_id string, target string, nemesis string, settings string, path string, kind string, key string, "
     "n_ops long, anomaly_counts map<string,long>, bad array<string>, cases string, lin_model string, "
     "lin_verdict string, lin_elapsed_s double, counterexample string, error string, skipped_lines long, "
-    "lat_send array<long>, lat_poll array<long>"
+    "lat_send array<long>, lat_poll array<long>, indeterminate array<string>, skipped_at array<long>"
 )
 
 
 # ---------------------------------------------------------------- executor side
 
-def _part_row(common: dict, pv: PartVerdict, settings: dict) -> dict:
+def _part_row(common: dict, pv: PartVerdict, settings: dict, skipped: list[int]) -> dict:
+    """One (run, part) row: its anomalies split into bad (proven, not acceptable under the run's settings) and
+    indeterminate (resting on absence in a file with skipped lines), as reports.analysis.verdict_of does."""
     ok = acceptable(settings)
+    unproven = [a for a in pv.anomaly_counts if skipped and a not in ok and a in RESTS_ON_ABSENCE]
+    if skipped and pv.lin_verdict == "illegal":
+        unproven.append(f"linearizable/{pv.lin_model}")
     return {
         **common, "kind": pv.kind, "key": pv.key, "n_ops": pv.ops, "skipped_lines": 0,
-        "anomaly_counts": pv.anomaly_counts,
-        "bad": sorted(a for a in pv.anomaly_counts if a not in ok),
+        "anomaly_counts": pv.anomaly_counts, "indeterminate": sorted(unproven),
+        "bad": sorted(a for a in pv.anomaly_counts if a not in ok and a not in unproven),
         "cases": json.dumps(pv.cases, default=str) if pv.cases else None,
         "lin_model": pv.lin_model, "lin_verdict": pv.lin_verdict, "lin_elapsed_s": pv.lin_elapsed_s,
         "counterexample": json.dumps(pv.counterexample, default=str) if pv.counterexample else None,
@@ -86,10 +91,9 @@ def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float
             for path, content in zip(pdf["path"], contents, strict=True):
                 try:
                     data = bytes(content) if content is not None else _read_local(path)
-                    with warnings.catch_warnings(record=True) as caught:
-                        warnings.simplefilter("always", CorruptLineWarning)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", CorruptLineWarning)   # each run names its skipped lines
                         runs = read_bytes(data, path, skip_corrupt=skip_corrupt)
-                    skipped = sum(1 for w in caught if issubclass(w.category, CorruptLineWarning))
                     if not runs:  # a 0-byte file (or one of blank lines) is an error, as in the CLI, never ignored
                         raise HistoryError("no runs: the file is empty (0 bytes)" if not data else
                                            "no runs in this file", path=path)
@@ -102,13 +106,13 @@ def process_files(batches: Iterator, skip_corrupt: bool = False, budget_s: float
                     common = {"run_id": h.run_id, "target": h.target, "nemesis": h.nemesis,
                               "settings": json.dumps(h.settings, sort_keys=True), "path": path}
                     lat_send, lat_poll = latency_histograms(h.ops)
-                    rows.append({**common, "kind": "run", "key": "", "n_ops": len(h.ops), "skipped_lines": skipped,
+                    rows.append({**common, "kind": "run", "key": "", "n_ops": len(h.ops),
+                                 "skipped_lines": len(h.skipped_lines), "skipped_at": list(h.skipped_lines),
                                  "lat_send": lat_send, "lat_poll": lat_poll, "anomaly_counts": {}, "bad": []})
-                    skipped = 0
                     faults = fault_intervals(h.ops)
                     cases: dict[str, list] = {}
                     for pv in part_verdicts(h, budget_s):
-                        row = _part_row(common, pv, h.settings)
+                        row = _part_row(common, pv, h.settings, h.skipped_lines)
                         rows.append(row)
                         bad = set(row["bad"])
                         for name, items in (pv.cases or {}).items():
@@ -162,6 +166,7 @@ class JobResult:
                 {a: n for a, n in sorted((r["anomaly_counts"] or {}).items()) if n},
                 sorted(r["bad"] or []),
                 {"partition-log": r["lin_partition_log"], "committed-offsets": r["lin_committed_offsets"]},
+                sorted(r["indeterminate"] or []), list(r["skipped_at"] or []),
             )
         return out
 
@@ -346,10 +351,16 @@ def run_job(
             r = F.max(F.when(F.col("lin_model") == model, rank[F.col("lin_verdict")]))
             return F.coalesce(unrank[r], F.lit("ok"))
 
+        # Each anomaly found is bad (proven, forbidden by the run's settings), indeterminate (rests on absence in
+        # a file with skipped lines) or acceptable (the run's settings allow it, e.g. partial_reads).
         anomalies_long = ok.select(
             "run_id", "target", "nemesis", "settings", F.explode("anomaly_counts").alias("anomaly", "cases"),
-            F.col("bad"),
-        ).withColumn("acceptable", ~F.array_contains("bad", F.col("anomaly")))
+            F.col("bad"), F.coalesce(F.col("indeterminate"), F.array().cast("array<string>")).alias("indeterminate"),
+        ).withColumn(
+            "verdict", F.when(F.array_contains("bad", F.col("anomaly")), F.lit("bad"))
+            .when(F.array_contains("indeterminate", F.col("anomaly")), F.lit("indeterminate"))
+            .otherwise(F.lit("acceptable")),
+        ).withColumn("acceptable", F.col("verdict") == "acceptable")
         runs = (
             ok.groupBy("run_id").agg(
                 F.first("target").alias("target"),
@@ -358,7 +369,10 @@ def run_job(
                 F.first("path").alias("path"),
                 F.sum(F.when(F.col("kind") == "run", F.col("n_ops"))).alias("ops"),
                 F.sum(F.when(F.col("kind") == "run", F.col("skipped_lines"))).alias("skipped_lines"),
+                F.first(F.when(F.col("kind") == "run", F.col("skipped_at")), ignorenulls=True).alias("skipped_at"),
                 F.sort_array(F.array_distinct(F.flatten(F.collect_list("bad")))).alias("bad"),
+                F.sort_array(F.array_distinct(F.flatten(F.collect_list(F.coalesce(
+                    "indeterminate", F.array().cast("array<string>")))))).alias("indeterminate"),
                 lin_of("partition-log").alias("lin_partition_log"),
                 lin_of("committed-offsets").alias("lin_committed_offsets"),
                 F.sum(F.coalesce(F.col("lin_elapsed_s"), F.lit(0.0))).alias("lin_elapsed_s"),
@@ -368,15 +382,17 @@ def run_job(
         summed = anomalies_long.groupBy("run_id", "anomaly").agg(F.sum("cases").alias("cases"))
         per_run_counts = summed.groupBy("run_id").agg(
             F.map_from_entries(F.collect_list(F.struct("anomaly", "cases"))).alias("anomaly_counts"))
+        proven_illegal = (F.col("skipped_lines") == 0) & (
+            (F.col("lin_partition_log") == "illegal") | (F.col("lin_committed_offsets") == "illegal"))
         runs = runs.join(per_run_counts, "run_id", "left").withColumn(
-            "valid",
-            (F.size("bad") == 0) & (F.col("lin_partition_log") != "illegal")
-            & (F.col("lin_committed_offsets") != "illegal"),
-        ).cache()
+            "status", F.when((F.size("bad") > 0) | proven_illegal, F.lit("invalid"))
+            .when(F.size("indeterminate") > 0, F.lit("indeterminate")).otherwise(F.lit("valid")),
+        ).withColumn("valid", F.col("status") == "valid").cache()
         targets = runs.groupBy("target").agg(
             F.count("*").alias("runs"),
             F.sum(F.col("valid").cast("long")).alias("valid_runs"),
-            F.sum((~F.col("valid")).cast("long")).alias("failing_runs"),
+            F.sum((F.col("status") == "invalid").cast("long")).alias("failing_runs"),
+            F.sum((F.col("status") == "indeterminate").cast("long")).alias("indeterminate_runs"),
             F.sum("ops").alias("ops"),
             F.sum((F.col("lin_partition_log") == "illegal").cast("long")).alias("log_illegal"),
             F.sum((F.col("lin_partition_log") == "unknown").cast("long")).alias("log_unknown"),
@@ -384,7 +400,7 @@ def run_job(
             F.sum((F.col("lin_committed_offsets") == "unknown").cast("long")).alias("offsets_unknown"),
         )
         anomalies = (
-            anomalies_long.groupBy("target", "nemesis", "anomaly", "acceptable")
+            anomalies_long.groupBy("target", "nemesis", "anomaly", "verdict", "acceptable")
             .agg(F.countDistinct("run_id").alias("runs"), F.sum("cases").alias("cases"))
         )
         lin_rules = runs.select(
@@ -411,10 +427,10 @@ def run_job(
         )
         # per nemesis: runs with each fault kind, how many of them failed, and which anomalies it preceded
         fault_runs = fault_rows.select("run_id", F.col("key").alias("fault"), F.col("n_ops").alias("faults"),
-                                       "anomaly_counts").join(runs.select("run_id", "target", "valid"), "run_id")
+                                       "anomaly_counts").join(runs.select("run_id", "target", "status"), "run_id")
         nemesis_runs = fault_runs.groupBy("target", "fault").agg(
             F.countDistinct("run_id").alias("runs"), F.sum("faults").alias("faults"),
-            F.sum((~F.col("valid")).cast("long")).alias("failing_runs"))
+            F.sum((F.col("status") == "invalid").cast("long")).alias("failing_runs"))
         nemesis_blame = fault_runs.select("target", "fault", "run_id",
                                           F.explode("anomaly_counts").alias("anomaly", "cases")).groupBy(
             "target", "fault", "anomaly").agg(F.countDistinct("run_id").alias("runs_with"),
@@ -442,7 +458,7 @@ def run_job(
             for kind in ("send", "poll"):
                 for i, c in enumerate(r[f"lat_{kind}"] or []):
                     d[kind][i] += c
-        failing = sorted((r for r in run_rows if not r["valid"]), key=lambda r: r["run_id"])
+        failing = sorted((r for r in run_rows if r["status"] == "invalid"), key=lambda r: r["run_id"])
         timeline = None
         if failing:
             timeline = _timeline(spark, failing[0], ok)
@@ -468,12 +484,12 @@ def run_job(
         )
         runs.unpersist()
         results.unpersist()
+        timings["total_s"] = time.monotonic() - t0      # before the page is written: the page shows it
         if html:
             from reports.html import write_report
 
             path = write_report(res, os.path.join(out, "report.html"))
             prog.say(f"HTML report: {path}")
-        timings["total_s"] = time.monotonic() - t0
     return res
 
 
@@ -552,9 +568,10 @@ def run_from_args(args) -> JobResult:  # noqa: ANN001
                       html=not args.no_html, progress=not args.quiet)
     finally:
         spark.stop()
-    bad = [r for r in res.runs if not r["valid"]]
-    print(f"{len(res.runs)} runs checked, {len(bad)} failing, {len(res.errors)} unreadable files; "
-          f"tables in {res.out}")
+    bad = [r for r in res.runs if r["status"] == "invalid"]
+    unproven = [r for r in res.runs if r["status"] == "indeterminate"]
+    print(f"{len(res.runs)} runs checked, {len(bad)} failing, {len(unproven)} indeterminate (skipped lines), "
+          f"{len(res.errors)} unreadable files; tables in {res.out}")
     return res
 
 

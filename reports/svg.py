@@ -9,12 +9,26 @@ PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 TYPE_COLOURS = {"ok": "#59a14f", "fail": "#e15759", "info": "#f28e2b"}
 
 
+MUTED = ["#c9c9c9", "#b3b3b3", "#dedede", "#a6a6a6", "#d4d4d4", "#bdbdbd"]   # series that do not fail anything
+
+
 def grouped_bars(title: str, groups: list[str], series: dict[str, list[float]], width: int = 760,
-                 height: int = 260) -> str:
-    """Bars per group (x) and series (colour), with a legend; values >= 0."""
+                 height: int = 260, muted: frozenset[str] | set[str] = frozenset(),
+                 colours: dict[str, str] | None = None) -> str:
+    """Bars per group (x) and series (colour), with a legend; values >= 0. Series named in ``muted`` are drawn in
+    greys (e.g. anomalies acceptable under the runs' settings beside ones that fail them); ``colours`` pins a
+    series' colour."""
     if not groups or not series:
         return f"<p><em>{escape(title)}: nothing to plot.</em></p>"
-    left, right, top, bottom = 50, 160, 28, 60
+    fill: dict[str, str] = {}
+    for name in series:
+        if colours and name in colours:
+            fill[name] = colours[name]
+        elif name in muted:
+            fill[name] = MUTED[sum(1 for n in fill if n in muted) % len(MUTED)]
+        else:
+            fill[name] = PALETTE[sum(1 for n in fill if n not in muted) % len(PALETTE)]
+    left, right, top, bottom = 50, 190, 28, 60
     pw, ph = width - left - right, height - top - bottom
     vmax = max((v for vals in series.values() for v in vals), default=0) or 1
     gw = pw / len(groups)
@@ -30,14 +44,15 @@ def grouped_bars(title: str, groups: list[str], series: dict[str, list[float]], 
             v = vals[gi]
             h = ph * v / vmax
             out.append(f'<rect x="{x0 + si * bw:.1f}" y="{top + ph - h:.1f}" width="{bw:.1f}" height="{h:.1f}" '
-                       f'fill="{PALETTE[si % len(PALETTE)]}"><title>{escape(g)} / {escape(_name)}: {v:g}</title>'
+                       f'fill="{fill[_name]}"><title>{escape(g)} / {escape(_name)}: {v:g}</title>'
                        "</rect>")
         out.append(f'<text x="{left + gi * gw + gw / 2:.1f}" y="{top + ph + 14}" text-anchor="middle" '
                    f'font-size="10">{escape(g[:18])}</text>')
     for si, name in enumerate(series):
         y = top + si * 14
-        out.append(f'<rect x="{left + pw + 10}" y="{y}" width="10" height="10" fill="{PALETTE[si % len(PALETTE)]}"/>'
-                   f'<text x="{left + pw + 24}" y="{y + 9}" font-size="10">{escape(name[:22])}</text>')
+        grey = ' fill="#777"' if name in muted else ""
+        out.append(f'<rect x="{left + pw + 10}" y="{y}" width="10" height="10" fill="{fill[name]}"/>'
+                   f'<text x="{left + pw + 24}" y="{y + 9}" font-size="10"{grey}>{escape(name[:26])}</text>')
     out.append("</svg>")
     return "".join(out)
 

@@ -42,6 +42,29 @@ class Context:
         part = Partition(client, cut)
         return Fault(kind, {**params, "proxies": cut}, part.apply, part.heal)
 
+    def active_controller(self, kind: str) -> int:
+        """The active controller's node id when the fault starts: the target's own answer (Kafka: DescribeQuorum;
+        the reference cluster: -1, its controller process), else DescribeQuorum through the bootstrap."""
+        ask = getattr(self.target, "active_controller", None)
+        found = ask() if ask is not None else None
+        if found is None and getattr(self.target, "bootstrap", None):
+            from ..kafka_meta import active_controller
+
+            found = active_controller(self.target.bootstrap)
+        if found is None:
+            raise RuntimeError(f"nemesis {kind!r}: the target names no active controller")
+        return found
+
+    def controller_node(self, node_id: int) -> str:
+        """The topology node to cut for controller `node_id`: "controller" (the reference cluster's), the host of
+        "k<id>" (a Kafka controller; in combined mode its broker's JVM), else "b<id>"."""
+        if node_id == -1:
+            return "controller"
+        name = f"k{node_id}"
+        if any(name in pair for pair in self.topology.links):
+            return self.topology.host(name)
+        return f"b{node_id}"
+
     def broker_proxy(self, kind: str, broker: int) -> str:
         name = self.topology.client_proxy(broker)
         if name is None:

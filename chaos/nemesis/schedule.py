@@ -10,20 +10,35 @@ from typing import Any
 
 from .base import Nemesis, PlanInput
 from .bridge import BridgeNemesis
+from .delete_consumed import DeleteConsumedNemesis
 from .isolate_controller import IsolateControllerNemesis
 from .isolate_leader import IsolateLeaderNemesis
 from .kafka_error import KafkaErrorNemesis
 from .kill import KillNemesis
+from .kill_controller import KillControllerNemesis
+from .kill_follower import KillFollowerNemesis
+from .kill_leader import KillLeaderNemesis
 from .latency import LatencyNemesis
 from .majority_minority import MajorityMinorityNemesis
 from .partition import PartitionNemesis
 from .pause import PauseNemesis
+from .pause_controller import PauseControllerNemesis
+from .refuse_produce import RefuseProduceNemesis
 from .restart import RestartNemesis
+from .stall_followers import StallFollowersNemesis
 
 NEMESES: dict[str, Nemesis] = {n.kind: n for n in (
     KillNemesis(), PauseNemesis(), RestartNemesis(), PartitionNemesis(), LatencyNemesis(), KafkaErrorNemesis(),
     # network splits of a proxied cluster (fixtures.proxied): need a topology with broker and controller links
-    IsolateLeaderNemesis(), IsolateControllerNemesis(), MajorityMinorityNemesis(), BridgeNemesis())}
+    IsolateLeaderNemesis(), IsolateControllerNemesis(), MajorityMinorityNemesis(), BridgeNemesis(),
+    # the active controller, found when the fault starts (DescribeQuorum on Kafka, the controller process on the
+    # reference cluster)
+    KillControllerNemesis(), PauseControllerNemesis(),
+    # a partition's current leader / its followers, found when the fault starts (Metadata)
+    KillLeaderNemesis(), StallFollowersNemesis(), KillFollowerNemesis(),
+    # the liveness schedules' faults (chaos/scenarios.py): Produce refused on every client proxy, consumed records
+    # deleted
+    RefuseProduceNemesis(), DeleteConsumedNemesis())}
 
 
 @dataclass(frozen=True)

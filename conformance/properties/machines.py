@@ -67,6 +67,7 @@ class _BrokerMachine(RuleBasedStateMachine):
         assert self.bootstrap is not None
         if to_coordinator_of is None:
             c = self.run(ops.connect_bootstrap(self.bootstrap, client_id="kct-property"))
+            c.pin_leader = True    # the model is one log per partition on the broker this connection talks to
         else:
             c = self.run(ops.coordinator(self.bootstrap, to_coordinator_of, client_id="kct-property"))
         self.conns.append(c)
@@ -108,12 +109,9 @@ class LogMachine(_BrokerMachine):
         return multiple(*tps)
 
     async def _wait_leaders(self, name: str, count: int) -> None:
-        for _ in range(100):
-            _, parts = await ops.metadata(self.conn, [name])
-            if len(parts) == count and all(p.error == 0 and p.leader >= 0 for p in parts.values()):
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"topic {name} never showed {count} partitions with leaders in Metadata")
+        # leaders in Metadata *and* serving: Kafka's replica manager applies a new topic just after its Metadata
+        # cache does, so a produce right away may meet NOT_LEADER_OR_FOLLOWER (Wire.wait_topic_ready)
+        await self.conn.wait_topic_ready(name, count)
 
     @rule(tp=partitions, values=values_st)
     def produce(self, tp: tuple[str, int], values: list[bytes | None]) -> None:
@@ -193,12 +191,34 @@ class GroupMachine(_BrokerMachine):
     def create_topic(self) -> None:
         err = self.run(ops.create_topic(self.admin, self.topic, 2, replication_factor=-1))
         assert err == NONE, f"CreateTopics {self.topic} answered {err}"
+        # Kafka's CreateTopics answers once the controller committed the topic; a broker's metadata cache may lag,
+        # and OffsetCommit refuses a topic it does not know (UNKNOWN_TOPIC_OR_PARTITION, KafkaApis)
+        self.run(self.admin.wait_topic_ready(self.topic, 2))
 
-    async def _rebalance(self, joining: dict[str, str]) -> list[ops.Joined]:
-        """Everyone in ``joining`` (name → member id) joins at once, then the leader assigns and all sync."""
-        results = await asyncio.gather(*(
-            ops.join(self.conn_of[n], self.group, member_id=mid, session_ms=self.session_ms, rebalance_ms=10_000,
-                     timeout=STEP_TIMEOUT_S) for n, mid in joining.items()))
+    async def _rebalance(self, joining: dict[str, str], first: str | None = None) -> list[ops.Joined]:
+        """Everyone in ``joining`` (name → member id) joins, then the leader assigns and all sync.
+
+        ``first`` (a new member) joins alone until the group is PreparingRebalance, then the others: a follower
+        whose JoinGroup reaches a Stable group with unchanged metadata is answered at once with the current
+        generation and no rebalance (ClassicGroup, GroupMetadataManager.classicGroupJoinExistingMember), so
+        sending every join at once would make the generations each member sees depend on arrival order."""
+        def join(n: str) -> Any:
+            return ops.join(self.conn_of[n], self.group, member_id=joining[n], session_ms=self.session_ms,
+                            rebalance_ms=10_000, timeout=STEP_TIMEOUT_S)
+
+        head = None
+        if first is not None:
+            head = asyncio.ensure_future(join(first))
+            for _ in range(200):
+                if (await ops.describe_group(self.admin, self.group)).state == "PreparingRebalance" or head.done():
+                    break
+                await asyncio.sleep(0.01)
+        rest = [n for n in joining if n != first]
+        results_rest = await asyncio.gather(*(join(n) for n in rest))
+        by_name = dict(zip(rest, results_rest, strict=True))
+        if head is not None:
+            by_name[first] = await head
+        results = [by_name[n] for n in joining]
         errors = {n: j.error for n, j in zip(joining, results, strict=True)}
         assert set(errors.values()) == {NONE}, f"JoinGroup answers during a rebalance: {errors}"
         for n, j in zip(joining, results, strict=True):
@@ -234,7 +254,7 @@ class GroupMachine(_BrokerMachine):
             raise AssertionError(f"JoinGroup v4+ without a member id must answer MEMBER_ID_REQUIRED: {first}")
         joining = {n: self.id_of[n] for n in self.model_names()}
         joining[name] = first.member_id
-        self.run(self._rebalance(joining))
+        self.run(self._rebalance(joining, first=name))
         self.model.rebalanced([self.id_of[n] for n in joining])
         return name
 

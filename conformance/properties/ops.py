@@ -80,8 +80,10 @@ def batch(values: Sequence[bytes | None], timestamp: int = 1_700_000_000_000) ->
 
 async def create_topic(w: Wire, name: str, partitions: int = 1, replication_factor: int = -1,
                        configs: dict[str, str] | None = None) -> int:
-    """CreateTopics without waiting; returns the topic's error code (0, or e.g. TOPIC_ALREADY_EXISTS=36)."""
-    return (await w.create_topic_code(name, partitions, replication_factor, configs))[0]
+    """CreateTopics without waiting; returns the topic's error code (0, or e.g. TOPIC_ALREADY_EXISTS=36). A Wire
+    with ``pin_leader`` places every partition's leader on its own broker (multi-broker targets)."""
+    assignments = await w._pinned(partitions, replication_factor) if w.pin_leader else None
+    return (await w.create_topic_code(name, partitions, replication_factor, configs, assignments=assignments))[0]
 
 
 async def metadata(w: Wire, topics: list[str]) -> tuple[dict[int, tuple[str, int]], dict[tuple[str, int], PartitionMeta]]:
@@ -143,11 +145,13 @@ async def coordinator(bootstrap: str, group: str, client_id: str = "kct-conforma
     """A Wire of its own to the group's coordinator (asked of the bootstrap broker, which is closed again)."""
     boot = await connect_bootstrap(bootstrap, client_id, evidence=evidence)
     try:
-        err, host, port = await boot.find_coordinator(group)
+        # retriable coordinator errors are retried as clients do (a fresh Kafka creates __consumer_offsets first)
+        co = await boot.coordinator(group)
+        host, port = co.conn.host, co.conn.port
+    except AssertionError as exc:
+        raise RuntimeError(str(exc)) from None
     finally:
         await boot.close()
-    if err:
-        raise RuntimeError(f"FindCoordinator({group!r}) answered error {err}")
     return await connect(host, port, client_id, evidence=evidence)
 
 

@@ -51,7 +51,9 @@ rule("RESET-BATCHED", "auto.offset.reset on a log of multi-record batches: earli
      "batch), none raises NoOffsetForPartition", "KafkaConsumer auto.offset.reset (ListOffsets EARLIEST = "
      "logStartOffset, LATEST = high watermark); KIP-107 (DeleteRecords moves the log start inside a batch)", SUITE)
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("group_coordinator_ready")]
+
+
 
 
 # -- data -------------------------------------------------------------------------------------------------------

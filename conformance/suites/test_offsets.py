@@ -43,6 +43,18 @@ rule("OFFSETS-COMMIT-UNKNOWN-MEMBER", "A commit from a member id the group does 
      "ClassicGroup.validateOffsetCommit / validateMember (UNKNOWN_MEMBER_ID)", SUITE)
 rule("OFFSETS-DURABLE", "Committed offsets survive a broker restart (read back from the offsets log)",
      "GroupMetadataManager.loadGroupsAndOffsets (__consumer_offsets replay)", SUITE)
+rule("OFFSETS-TOPIC-REPLICATION-FACTOR", "__consumer_offsets is created with offsets.topic.replication.factor "
+     "replicas, never fewer: a first group lookup while a broker is down (registered but fenced) still gets a topic "
+     "with the full factor, that broker holding a replica outside the ISR",
+     "kafka.server.AutoTopicCreationManager.creatableTopic (offsetsTopicReplicationFactor); "
+     "ReplicationControlManager.createTopic with StripedReplicaPlacer (fenced brokers are usable, leaders unfenced; "
+     "INVALID_REPLICATION_FACTOR only above the registered brokers)", SUITE)
+rule("OFFSETS-VISIBLE-WHEN-COMMITTED", "OffsetFetch serves a commit only once it is committed in the group's "
+     "__consumer_offsets partition (its high watermark passed the commit's records): while an in-sync follower of "
+     "that partition stalls, a parked commit is not visible and the previous offset is served",
+     "org.apache.kafka.coordinator.common.runtime.CoordinatorRuntime (CoordinatorReadEvent reads at "
+     "lastCommittedOffset; a write completes when onHighWatermarkUpdated passes it); "
+     "GroupCoordinatorService.fetchOffsets (scheduleReadOperation)", SUITE)
 rule("LIST-OFFSETS-LATEST", "ListOffsets LATEST is the high watermark: the offset after the last committed record, "
      "also after multi-record batches", "UnifiedLog.fetchOffsetByTimestamp(LATEST_TIMESTAMP) -> "
      "highWatermark for consumers (Partition.fetchOffsetForTimestamp)", SUITE)
@@ -83,7 +95,7 @@ rule("CONSUMER-RESUME-COMMITTED", "A consumer starts exactly at its group's last
      "refreshCommittedOffsetsIfNeeded / seek; Fetcher (CompletedFetch skips records below the fetch position)",
      SUITE)
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("group_coordinator_ready")]
 CLIENT_TIMEOUT_S = 20.0
 
 
@@ -285,21 +297,117 @@ async def test_committed_offsets_survive_restart(fresh_target, wire_factory, evi
     group = unique_name("g")
     async with await wire_factory(target=fresh_target) as w:
         topic = await w.create_topic(partitions=2)
+        await w.coordinator_ready(group)          # setup: a fresh target's coordinator may still be loading
         co = await w.coordinator(group)
         codes = await co.offset_commit(group, {(topic, 0): (11, "before-restart"), (topic, 1): (2, "x")})
         assert set(codes.values()) == {0}, f"commit answered {codes}"
     fresh_target.restart()
     evidence.note("restarted", fresh_target.describe().get("bootstrap"))
-    for _attempt in range(50):  # the coordinator may need a moment to load the offsets log
-        async with await wire_factory(target=fresh_target) as w:
-            co = await w.coordinator(group)
-            got = await co.offset_fetch(group, [(topic, 0), (topic, 1)])
-        if all(e not in (14, 15) for _o, _m, e in got.values()):  # COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE
-            break
-        await asyncio.sleep(0.2)
+    async with await wire_factory(target=fresh_target) as w:
+        await w.coordinator_ready(group)          # the restarted coordinator loads the offsets log first
+        co = await w.coordinator(group)
+        got = await co.offset_fetch(group, [(topic, 0), (topic, 1)])
     evidence.note("after_restart", {f"{t}/{p}": v for (t, p), v in got.items()})
     assert got[(topic, 0)][:2] == (11, "before-restart"), f"after restart partition 0: {got[(topic, 0)]}"
     assert got[(topic, 1)][0] == 2, f"after restart partition 1: {got[(topic, 1)]}"
+
+
+@pytest.mark.rule("OFFSETS-TOPIC-REPLICATION-FACTOR")
+@pytest.mark.requires_capability("replication", "kill_broker", "restart")
+async def test_offsets_topic_waits_for_its_replication_factor(replicated_target, wire_factory, evidence):
+    """Kill a broker of a fresh cluster before any group lookup, wait until Metadata no longer lists it, then look
+    up a group until a coordinator is named: every __consumer_offsets partition has the configured factor."""
+    target = replicated_target
+    async with await wire_factory(target=target) as w:
+        md = await w.metadata(["__consumer_offsets"])
+        if md.get("__consumer_offsets", {}).get("error_code", 3) == 0:
+            pytest.skip("precondition: __consumer_offsets exists already on this target")
+        brokers = sorted(md["_brokers"])
+        found = await w.broker_configs(brokers[0], ["offsets.topic.replication.factor"])
+        rf = int((found or {}).get("offsets.topic.replication.factor")
+                 or target.config().get("settings", {}).get("offsets.topic.replication.factor", 3))
+        if rf < 2 or len(brokers) < rf:
+            pytest.skip(f"offsets.topic.replication.factor {rf} with {len(brokers)} brokers: nothing to take away")
+        victim = brokers[-1]
+        target.kill_broker(victim)
+        try:
+            deadline = time.monotonic() + 30
+            while victim in (await w.metadata([], record=False))["_brokers"] and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            if victim in (await w.metadata([], record=False))["_brokers"]:
+                pytest.skip(f"broker {victim} was still listed 30 s after it was killed")
+            deadline = time.monotonic() + 30          # Kafka creates the topic asynchronously: retry the lookup
+            while True:
+                err, _host, _port = await w.find_coordinator(unique_name("early"))
+                if err == 0 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+            early = await w.metadata(["__consumer_offsets"])
+        finally:
+            target.restart(victim)
+        rfs = sorted({len(p["replicas"]) for p in early.get("__consumer_offsets", {}).get("partitions", {}).values()})
+        evidence.note("while a broker was down", {"find_coordinator": err, "offsets topic replicas": rfs})
+        assert err == 0 and rfs == [rf], (
+            f"with broker {victim} down FindCoordinator answered {err} and __consumer_offsets has {rfs} replicas per "
+            f"partition; Kafka creates it with offsets.topic.replication.factor {rf}, fenced brokers included")
+
+
+def offsets_partition(group: str, partitions: int) -> int:
+    """Kafka's GroupCoordinatorService.partitionFor: Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions,
+    with Java's String.hashCode over UTF-16 code units."""
+    h = 0
+    data = group.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h & 0x80000000 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % partitions
+
+
+@pytest.mark.rule("OFFSETS-VISIBLE-WHEN-COMMITTED")
+@pytest.mark.requires_capability("replication", "pause_broker")
+async def test_commit_visible_once_committed(replicated_target, wire_factory, evidence):
+    """Pause an in-sync follower of the group's offsets partition, commit (the answer parks until the HW passes the
+    commit) and ask OffsetFetch on another connection meanwhile: the previous offset. Once the follower is back the
+    commit completes and is served."""
+    target = replicated_target
+    async with await wire_factory(target=target) as w:
+        topic = await w.create_topic(partitions=1, replication_factor=1)
+        group = unique_name("visible")
+        co = await w.coordinator(group)               # creates __consumer_offsets where it does not exist yet
+        assert (await co.offset_commit(group, {(topic, 0): (5, "")}))[(topic, 0)] == 0, "the first commit failed"
+        md = await w.metadata(["__consumer_offsets"])
+        parts = md["__consumer_offsets"]["partitions"]
+        state = parts[offsets_partition(group, len(parts))]
+        evidence.note("offsets partition", state)
+        followers = [r for r in state["isr"] if r != state["leader"]]
+        if not followers:
+            pytest.skip(f"the group's offsets partition has no in-sync follower ({state}): nothing to stall")
+        host, port = md["_brokers"][state["leader"]]
+        # The parked commit holds a connection (and a history process) of its own: not a sibling, which may be
+        # this very connection.
+        committer = await Wire.connect(f"{host}:{port}", evidence=w.evidence, history=w.history)
+        try:
+            target.pause_broker(followers[0])
+            try:
+                parked = asyncio.ensure_future(committer.offset_commit(group, {(topic, 0): (9, "")}))
+                await asyncio.sleep(0.3)
+                seen = (await co.offset_fetch(group, [(topic, 0)]))[(topic, 0)][0]
+                answered_early = parked.done()
+            finally:
+                target.resume_broker(followers[0])
+            codes = await parked
+        finally:
+            await committer.close()
+        evidence.note("stalled", {"fetched": seen, "commit answered before the follower was back": answered_early,
+                                  "commit answer": codes})
+        if answered_early:
+            pytest.skip(f"precondition: the commit was answered ({codes}) while the follower was paused — the ISR "
+                        f"shrank first; nothing to tell a committed from an uncommitted offset")
+        assert seen == 5, (f"OffsetFetch served offset {seen} while the commit of 9 waited for the offsets partition's "
+                           f"HW (follower {followers[0]} paused); Kafka serves the committed 5 until the HW passes it")
+        after = (await co.offset_fetch(group, [(topic, 0)]))[(topic, 0)][0]
+        if codes[(topic, 0)] == 0:
+            assert after == 9, f"the commit answered NONE once the follower was back, but OffsetFetch serves {after}"
 
 
 # -- ListOffsets ------------------------------------------------------------------------------------------------

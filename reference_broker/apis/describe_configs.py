@@ -4,13 +4,13 @@ Why: admin tools and the suites ask a broker its settings (replica.lag.time.max.
 max.message.bytes) instead of assuming Kafka's defaults; a target that tells can be judged exactly.
 
 Behavior (Kafka's ConfigHelper.describeConfigs):
-- TOPIC (2): the topic-level configs the broker honours (topic_config.TOPIC_CONFIGS), each the topic's override
-  (source DYNAMIC_TOPIC_CONFIG) or the broker default it maps to (DEFAULT_CONFIG); unknown topic →
-  UNKNOWN_TOPIC_OR_PARTITION.
+- TOPIC (2): every topic config Kafka 4.4.0 lists (topic_config.KAFKA_TOPIC_CONFIGS) with its type, each the
+  topic's override (source DYNAMIC_TOPIC_CONFIG) or the default: the broker setting it maps to where the broker
+  honours it, else Kafka's default (DEFAULT_CONFIG); unknown topic → UNKNOWN_TOPIC_OR_PARTITION.
 - BROKER (4): this broker's settings (name = its node id, or "" for the cluster default), source STATIC_BROKER_CONFIG
   when set at start, else DEFAULT_CONFIG; another broker's id → INVALID_REQUEST, as Kafka.
 - configuration_keys narrows the list (null: all); other resource types → INVALID_REQUEST. Nothing is sensitive,
-  synonyms and documentation are sent empty (GAPS.md).
+  synonyms and documentation are sent empty, broker settings have config_type UNKNOWN (GAPS.md).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from ..config import DEFAULTS
 from ..registry import handles
-from ..topic_config import TOPIC_CONFIGS, topic_setting
+from ..topic_config import KAFKA_TOPIC_CONFIGS, topic_setting
 
 API_KEY = 32
 VERSIONS = (0, 4)
@@ -40,21 +40,20 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _entry(name: str, value: Any, source: int, read_only: bool) -> Entry:
+# DescribeConfigsResponse config_type (ConfigDef.Type)
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+
+
+def _entry(name: str, value: Any, source: int, read_only: bool, config_type: int = 0) -> Entry:
     return Entry(name=name, value=_text(value), read_only=read_only, config_source=source,
-                 is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=[], config_type=0,
+                 is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=[], config_type=config_type,
                  documentation=None)
 
 
-# Kafka's defaults of the stored-only topic configs (no broker setting of ours maps to them)
-STORED_DEFAULTS = {"cleanup.policy": "delete", "retention.ms": 604_800_000, "retention.bytes": -1,
-                   "message.timestamp.type": "CreateTime", "compression.type": "producer"}
-
-
 def _topic_value(b, configs: dict[str, str], key: str) -> Any:
-    if key in configs or TOPIC_CONFIGS[key] is not None:
-        return topic_setting(configs, b.config, key)
-    return STORED_DEFAULTS.get(key)
+    if key in configs:
+        return configs[key]                # as given (Kafka echoes the stored string)
+    return topic_setting(configs, b.config, key)
 
 
 def _topic(b, name: str) -> tuple[int, str | None, list[Entry]]:
@@ -62,8 +61,9 @@ def _topic(b, name: str) -> tuple[int, str | None, list[Entry]]:
     if t is None:
         return UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist", []
     return 0, None, [_entry(k, _topic_value(b, t.configs, k),
-                            DYNAMIC_TOPIC_CONFIG if k in t.configs else DEFAULT_CONFIG, False)
-                     for k in sorted(TOPIC_CONFIGS)]
+                            DYNAMIC_TOPIC_CONFIG if k in t.configs else DEFAULT_CONFIG, False,
+                            CONFIG_TYPES[d.type])
+                     for k, d in sorted(KAFKA_TOPIC_CONFIGS.items())]
 
 
 def _broker(b, name: str) -> tuple[int, str | None, list[Entry]]:

@@ -3,8 +3,9 @@
 Behavior:
 - Group keys (key_type 0) are coordinated by the leader of the ``__consumer_offsets`` partition
   abs(hash(group)) % offsets.topic.num.partitions (created on first use with offsets.topic.replication.factor,
-  capped at the live brokers); a leaderless partition is COORDINATOR_NOT_AVAILABLE. Coordination moves with
-  that partition's leadership.
+  as Kafka's AutoTopicCreationManager, also on fenced brokers; COORDINATOR_NOT_AVAILABLE while fewer brokers are
+  registered); a leaderless partition is COORDINATOR_NOT_AVAILABLE. Coordination moves with that partition's
+  leadership. Deliberate difference (GAPS.md): the creation is awaited, so the first lookup answers at once.
 - Transaction keys (key_type 1) get COORDINATOR_NOT_AVAILABLE: transactions are not implemented (GAPS.md).
 - v4+ batch many keys (KIP-699).
 """

@@ -1,7 +1,9 @@
 """Metadata (key 3), v0–v12.
 
 Behavior:
-- v0: an empty topic list means all topics; v1+: null means all, empty means none.
+- v0: an empty topic list means all topics; v1+: null means all, empty means none. "All" includes the internal
+  ``__consumer_offsets`` (is_internal true), as Kafka's metadataCache.getAllTopics does; clients leave it out of
+  pattern subscriptions themselves (exclude.internal.topics).
 - Unknown topics are created when ``auto.create.topics.enable`` and the request allows it (v4+; always for v0–v3),
   answered with LEADER_NOT_AVAILABLE on that first response as Kafka does; otherwise UNKNOWN_TOPIC_OR_PARTITION.
   Illegal names get INVALID_TOPIC_EXCEPTION.
@@ -48,7 +50,8 @@ async def handle(ctx, req):
     b = ctx.broker
     v = ctx.api_version
     if req.topics is None or (v == 0 and not req.topics):
-        topics = [_topic_entry(b, t) for t in b.topics.values() if not t.internal]
+        hide = b.faults.on("metadata.all_topics_hide_internal")
+        topics = [_topic_entry(b, t) for t in b.topics.values() if not (hide and t.internal)]
     else:
         topics = []
         allow_create = (req.allow_auto_topic_creation if v >= 4 else True) and b.config["auto.create.topics.enable"]

@@ -9,31 +9,24 @@ Behavior (OffsetMetadataManager.validateOffsetCommit, ClassicGroup.validateOffse
 - Per partition: UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist; OFFSET_METADATA_TOO_LARGE when the
   metadata is longer than offset.metadata.max.bytes (4096), counted as Java's String.length() counts: UTF-16
   code units, not bytes (OffsetMetadataManager.isMetadataInvalid). Null metadata is stored as "" (Kafka's
-  OffsetAndMetadata.NO_METADATA); the offset itself is not validated (-1 is stored like any other). Accepted offsets are written durably to __consumer_offsets and answered once that
-  partition's HW passed them (replicated to its ISR); a failed replication answers COORDINATOR_NOT_AVAILABLE or
-  NOT_COORDINATOR (GroupMetadataManager.appendForGroup). NOT_COORDINATOR when this broker does not lead the
-  group's offsets partition.
+  OffsetAndMetadata.NO_METADATA); the offset itself is not validated (-1 is stored like any other). Accepted
+  offsets are appended to __consumer_offsets and answered once that partition's HW passed them (replicated to its
+  ISR); a failed append or a timeout (offsets.commit.timeout.ms) answers COORDINATOR_NOT_AVAILABLE or
+  NOT_COORDINATOR (GroupCoordinatorService.handleOperationException). OffsetFetch serves them only once the HW
+  passed them, whatever this answer said. NOT_COORDINATOR when this broker does not lead the group's offsets
+  partition.
 """
 from __future__ import annotations
 
 from kafka import errors as E
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
-from ..offset_store import OFFSETS_TOPIC, OffsetAndMetadata
-from ..purgatory import ProducePartitionStatus
+from ..offset_store import OffsetAndMetadata
 from ..registry import handles
 
 API_KEY = 8
 VERSIONS = (2, 9)
 MAX_METADATA = 4096   # offset.metadata.max.bytes
-# GroupMetadataManager.appendForGroup: how a failed offsets append is reported to the committer.
-COMMIT_ERRORS = {
-    E.UnknownTopicOrPartitionError.errno: E.CoordinatorNotAvailableError.errno,
-    E.NotEnoughReplicasError.errno: E.CoordinatorNotAvailableError.errno,
-    20: E.CoordinatorNotAvailableError.errno,            # NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    E.RequestTimedOutError.errno: E.CoordinatorNotAvailableError.errno,
-    E.NotLeaderForPartitionError.errno: E.NotCoordinatorError.errno,
-}
 
 TopicResp = OffsetCommitResponse.OffsetCommitResponseTopic
 PartResp = TopicResp.OffsetCommitResponsePartition
@@ -84,12 +77,9 @@ async def handle(ctx, req):
     if g is not None and b.faults.on("offsets.keep_first_commit"):
         accepted = {tp: o for tp, o in accepted.items() if tp not in g.offsets}
     if g is not None and accepted:
-        # Kafka appends the commit to the offsets partition with acks=all and answers once it is replicated.
-        index, end = b.groups.commit(g, accepted)
-        status = ProducePartitionStatus(OFFSETS_TOPIC, index, end)
-        await b.replicas.wait_replicated([status], b.config["offsets.commit.timeout.ms"] / 1000)
-        if status.error:
-            failed = COMMIT_ERRORS.get(status.error, E.UnknownServerError.errno)
+        # Kafka appends the commit to the offsets partition and answers once it is replicated.
+        failed = await b.groups.commit(g, accepted)
+        if failed:
             for tr in topics:
                 for pr in tr.partitions:
                     if pr.error_code == 0:

@@ -2,7 +2,9 @@
 
 Behavior (ClassicGroup.validateOffsetDelete): GROUP_ID_NOT_FOUND for an unknown or Dead group; NON_EMPTY_GROUP
 for a non-empty group that does not use the consumer protocol; a partition whose topic a non-empty consumer group
-subscribes to is GROUP_SUBSCRIBED_TO_TOPIC; other offsets are deleted.
+subscribes to is GROUP_SUBSCRIBED_TO_TOPIC; other offsets are deleted (tombstones in __consumer_offsets). The
+answer waits until the tombstones are committed; a failure or timeout is the top-level error
+(COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR) and OffsetFetch serves the offsets until then.
 """
 from __future__ import annotations
 
@@ -28,7 +30,9 @@ async def handle(ctx, req):
     if err:
         return OffsetDeleteResponse(error_code=err, throttle_time_ms=0, topics=[])
     tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    result = coord.delete_offsets(g, tps)
+    err, result = await coord.delete_offsets(g, tps)
+    if err:
+        return OffsetDeleteResponse(error_code=err, throttle_time_ms=0, topics=[])
     return OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
         TopicResp(name=t.name, partitions=[PartResp(partition_index=p.partition_index,
                                                     error_code=result[(t.name, p.partition_index)])

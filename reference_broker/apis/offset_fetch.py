@@ -3,21 +3,37 @@
 Behavior: committed offset, leader epoch (v5+) and metadata per partition; offset -1, epoch -1, metadata "" when
 nothing is committed — also for unknown groups, topics and partitions, with no error (OffsetMetadataManager.
 fetchOffsets: INVALID_OFFSET, NO_METADATA). Topics null (v2+) means every partition the group has offsets for.
-v8 batches groups (KIP-709). require_stable (v7+) never waits: there are no pending transactional offsets.
+v8 batches groups (KIP-709). Offsets are served as of the HW of the group's offsets partition (Kafka's
+CoordinatorRuntime reads at the last committed offset): a commit not yet replicated is not seen. require_stable
+(v7+) waits (offsets.commit.timeout.ms) until every write to that partition is committed, then reads the latest
+state, as Kafka does by scheduling it as a write; a timeout answers NOT_COORDINATOR
+(GroupCoordinatorService.handleOffsetFetchException).
 """
 from __future__ import annotations
 
+from kafka import errors as E
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
+from ..group_coordinator import append_error
 from ..registry import handles
 
 API_KEY = 9
 VERSIONS = (1, 8)
 
 
-def _lookup(b, group_id: str, topics):
+async def _stable_error(b, group_id: str, require_stable: bool) -> int:
+    """0 when the group's offsets may be read now (after waiting for pending writes if asked), else the error."""
+    if not require_stable:
+        return 0
+    err = await b.groups.wait_stable(group_id)
+    if err in (E.UnknownTopicOrPartitionError.errno, E.NotEnoughReplicasError.errno, E.RequestTimedOutError.errno):
+        return E.NotCoordinatorError.errno
+    return append_error(err)
+
+
+def _lookup(b, group_id: str, topics, stable: bool = False):
     """[(topic, [(partition, offset, epoch, metadata)])] for the requested (or all committed) partitions."""
-    offsets = b.groups.fetch_offsets(group_id)
+    offsets = b.groups.fetch_offsets(group_id, stable)
     unknown = (0 if b.faults.on("offsets.uncommitted_is_zero") else -1, -1, "")  # (offset, epoch, metadata)
     if topics is None:
         if b.faults.on("offsets.fetch_all_empty"):
@@ -45,18 +61,19 @@ async def handle(ctx, req):
         P = T.OffsetFetchResponsePartitions
         groups = []
         for g in req.groups:
-            err = await b.coordinator_error(g.group_id)
+            err = await b.coordinator_error(g.group_id) or await _stable_error(b, g.group_id, req.require_stable)
             groups.append(G(group_id=g.group_id, error_code=err, topics=[] if err else [
                 T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                                         error_code=0) for p, o, e, m in parts])
-                for t, parts in _lookup(b, g.group_id, g.topics)]))
+                for t, parts in _lookup(b, g.group_id, g.topics, req.require_stable)]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    err = await b.coordinator_error(req.group_id)
+    stable = ctx.api_version >= 7 and req.require_stable
+    err = await b.coordinator_error(req.group_id) or await _stable_error(b, req.group_id, stable)
     if err:
         return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=err)
     T = OffsetFetchResponse.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartition
     topics = [T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e,
                                       metadata=m, error_code=0) for p, o, e, m in parts])
-              for t, parts in _lookup(b, req.group_id, req.topics)]
+              for t, parts in _lookup(b, req.group_id, req.topics, stable)]
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=0)

@@ -15,8 +15,9 @@ Behavior:
   is written.
 - Batches are stored as sent (compressed batches stay compressed); only base offset and leader epoch are set.
 - Idempotent producers: duplicates of the last five batches return the original offset; gaps are
-  OUT_OF_ORDER_SEQUENCE_NUMBER; stale epochs INVALID_PRODUCER_EPOCH. Transactional batches are refused
-  (INVALID_TXN_STATE): transactions are not implemented (GAPS.md).
+  OUT_OF_ORDER_SEQUENCE_NUMBER; stale epochs INVALID_PRODUCER_EPOCH. The producer state is the partition log's
+  (``log/producer_state.py``): kept by followers, rebuilt after truncation and on restart, so this holds after a
+  failover too. Transactional batches are refused (INVALID_TXN_STATE): transactions are not implemented (GAPS.md).
 """
 from __future__ import annotations
 

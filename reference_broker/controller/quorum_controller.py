@@ -43,6 +43,10 @@ DUPLICATE_BROKER_REGISTRATION = 101
 INCONSISTENT_CLUSTER_ID = 104
 INELIGIBLE_REPLICA = 107
 PREFERRED, UNCLEAN = 0, 1
+# the topic configs known before every Kafka topic config was (test-only switch topics.nine_configs_only)
+NINE_CONFIGS = frozenset({"min.insync.replicas", "max.message.bytes", "segment.bytes", "unclean.leader.election.enable",
+                          "cleanup.policy", "retention.ms", "retention.bytes", "message.timestamp.type",
+                          "compression.type"})
 
 
 @dataclass
@@ -63,7 +67,7 @@ class QuorumController:
         self.faults = faults
         self.image = MetadataImage()
         self.session_deadline: dict[int, float] = {}     # broker id -> monotonic deadline (live sessions only)
-        self.shutting_down: set[int] = set()
+        self.shutdown_offset: dict[int, int] = {}         # broker id -> metadata offset its controlled shutdown needs
         self.heard_from: set[int] = set()                 # brokers that registered or heartbeat since we started
         self.applied_by: dict[int, int] = {}              # broker id -> metadata offset it has applied
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future]] = []
@@ -191,7 +195,7 @@ class QuorumController:
                         "host": host, "port": port, "repl_host": repl_host, "repl_port": repl_port, "rack": rack,
                         "epoch": -1})
         self._commit(records)
-        self.shutting_down.discard(broker_id)
+        self.shutdown_offset.pop(broker_id, None)
         self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
         return 0, self.image.brokers[broker_id].epoch
 
@@ -203,13 +207,27 @@ class QuorumController:
         self.heard_from.add(broker_id)
         self.note_applied(broker_id, metadata_offset)
         caught_up = metadata_offset >= self.end_offset
+        if broker_id in self.shutdown_offset and not b.fenced:
+            # In controlled shutdown (BrokerHeartbeatManager.calculateNextBrokerState, CONTROLLED_SHUTDOWN): granted
+            # once it leads nothing and every active broker applied the log past its shutdown offset.
+            self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
+            if not self._may_shut_down(broker_id):
+                return HeartbeatResult(0, caught_up, False, False)
+            want_shut_down = want_fence = True       # SHUTDOWN_NOW, whatever this heartbeat asked
         if want_shut_down:
-            # Controlled shutdown: move leaderships away and fence now, so clients fail over before the process goes.
-            if not b.fenced:
-                self._commit(self._fence_records(broker_id))
-            self.session_deadline.pop(broker_id, None)
-            self.shutting_down.add(broker_id)
-            return HeartbeatResult(0, caught_up, True, True)
+            if b.fenced or want_fence or not self._leads_any(broker_id):
+                # SHUTDOWN_NOW: fenced already, asked to be fenced, or nothing to move first
+                if not b.fenced:
+                    self._commit(self._fence_records(broker_id))
+                self.session_deadline.pop(broker_id, None)
+                self.shutdown_offset.pop(broker_id, None)
+                return HeartbeatResult(0, caught_up, True, True)
+            # CONTROLLED_SHUTDOWN (ReplicationControlManager.handleBrokerInControlledShutdown): still registered and
+            # unfenced, but no longer eligible; its leaderships move and it leaves every ISR now, so clients fail
+            # over while it still serves, and it may go once the brokers have applied that.
+            self.shutdown_offset[broker_id] = self._commit(self._shutdown_records(broker_id))
+            self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
+            return HeartbeatResult(0, caught_up, False, False)
         self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
         if b.fenced and not want_fence and metadata_offset > b.epoch:
             self._commit([{"type": "unfence_broker", "broker_id": broker_id, "epoch": b.epoch}])
@@ -218,12 +236,24 @@ class QuorumController:
             self._commit(self._fence_records(broker_id))
         return HeartbeatResult(0, caught_up, self.image.brokers[broker_id].fenced, False)
 
+    def _leads_any(self, broker_id: int) -> bool:
+        return any(st.leader == broker_id for t in self.image.topics.values() for st in t.partitions)
+
+    def _may_shut_down(self, broker_id: int) -> bool:
+        """BrokerHeartbeatManager: no leaderships left, and the lowest metadata offset applied by an active broker
+        is at or past the broker's controlled shutdown offset."""
+        if self._leads_any(broker_id):
+            return False
+        offset = self.shutdown_offset[broker_id]
+        return all(self.applied_by.get(b.broker_id, -1) >= offset for b in self.image.active_brokers())
+
     def expire_sessions(self) -> list[int]:
         """Fence every broker whose heartbeats stopped for broker.session.timeout.ms; returns their ids."""
         now = self.clock.monotonic()
         expired = [bid for bid, deadline in sorted(self.session_deadline.items()) if deadline <= now]
         for bid in expired:
             del self.session_deadline[bid]
+            self.shutdown_offset.pop(bid, None)
             b = self.image.brokers.get(bid)
             if b is not None and not b.fenced:
                 log.warning("broker %d: session expired; fencing it and moving its leaderships", bid)
@@ -231,13 +261,20 @@ class QuorumController:
         return expired
 
     def start_ticker(self) -> None:
-        """Check sessions (and unclean elections) periodically through the clock."""
-        interval = max(0.05, min(0.25, self._session_s() / 10))
+        """Check sessions periodically through the clock, and every unclean.leader.election.interval.ms elect
+        leaders uncleanly for leaderless partitions that allow it (QuorumController's electUnclean task)."""
+        interval = max(0.05, min(0.25, self._session_s() / 10,
+                                 int(self.config["unclean.leader.election.interval.ms"]) / 1000))
+
+        unclean_s = max(0.001, int(self.config["unclean.leader.election.interval.ms"]) / 1000)
+        next_unclean = [self.clock.monotonic() + unclean_s]
 
         def tick() -> None:
             try:
                 self.expire_sessions()
-                self._commit(self._unclean_elections())
+                if self.clock.monotonic() >= next_unclean[0]:      # Kafka's periodic electUnclean task
+                    next_unclean[0] = self.clock.monotonic() + unclean_s
+                    self._commit(self._unclean_elections())
             finally:
                 self._ticker = self.clock.call_later(interval, tick)
         self._ticker = self.clock.call_later(interval, tick)
@@ -263,11 +300,21 @@ class QuorumController:
         return partition_record(nxt)
 
     def _fence_records(self, broker_id: int) -> list[dict]:
-        """Fence a broker: it leaves every ISR (unless it is the last member) and its leaderships move to another
-        live ISR member in replica order; with none, the partition is leaderless (or unclean, if enabled)."""
+        """Fence a broker: it leaves every ISR and its leaderships move (:meth:`_leave_records`)."""
         b = self.image.brokers[broker_id]
-        records: list[dict] = [{"type": "fence_broker", "broker_id": broker_id, "epoch": b.epoch}]
-        live = {x.broker_id for x in self.image.live_brokers()} - {broker_id}
+        return [{"type": "fence_broker", "broker_id": broker_id, "epoch": b.epoch}, *self._leave_records(broker_id)]
+
+    def _shutdown_records(self, broker_id: int) -> list[dict]:
+        """Enter controlled shutdown: still unfenced, but it leaves every ISR and its leaderships move."""
+        b = self.image.brokers[broker_id]
+        return [{"type": "controlled_shutdown", "broker_id": broker_id, "epoch": b.epoch},
+                *self._leave_records(broker_id)]
+
+    def _leave_records(self, broker_id: int) -> list[dict]:
+        """The broker leaves every ISR (unless it is the last member) and its leaderships move to another active ISR
+        member in replica order; with none, the partition is leaderless (or unclean, if enabled)."""
+        records: list[dict] = []
+        live = {x.broker_id for x in self.image.active_brokers()} - {broker_id}
         for t in self.image.topics.values():
             for st in t.partitions:
                 if broker_id not in st.isr and st.leader != broker_id:
@@ -301,7 +348,7 @@ class QuorumController:
     def _unclean_elections(self) -> list[dict]:
         """Leaderless partitions of topics that allow unclean election take any live replica (data may be lost)."""
         records = []
-        live = {x.broker_id for x in self.image.live_brokers()}
+        live = {x.broker_id for x in self.image.active_brokers()}
         for t in self.image.topics.values():
             if not self._unclean_allowed(t):
                 continue
@@ -318,7 +365,7 @@ class QuorumController:
         """ElectLeaders: (topic, partition, error, message) each; preferred = the first replica if live and in sync."""
         out = []
         records = []
-        live = {x.broker_id for x in self.image.live_brokers()}
+        live = {x.broker_id for x in self.image.active_brokers()}
         for topic, idx in partitions:
             st = self.image.partition(topic, idx)
             if st is None:
@@ -377,7 +424,7 @@ class QuorumController:
             return INVALID_UPDATE_VERSION, None
         if len(set(new_isr)) != len(new_isr) or any(r not in st.replicas for r in new_isr) or broker_id not in new_isr:
             return E.InvalidRequestError.errno, None
-        if any(not self.image.is_live(r) or r in self.shutting_down for r in new_isr):
+        if any(not self.image.is_active(r) for r in new_isr):
             return INELIGIBLE_REPLICA, None
         isr = [r for r in st.replicas if r in new_isr]
         rec = self._change(st, isr=isr)
@@ -409,13 +456,21 @@ class QuorumController:
             return E.InvalidPartitionsError.errno, "Number of partitions must be larger than 0."
         if replication_factor <= 0:
             return E.InvalidReplicationFactorError.errno, "Replication factor must be larger than 0."
-        live = [b.broker_id for b in self.image.live_brokers()]
-        if replication_factor > len(live):
+        # ClusterControlManager.usableBrokers: registered and not in controlled shutdown, fenced ones included
+        # (StripedReplicaPlacer puts replicas on them only when the unfenced ones are too few; leaders never).
+        usable = [b for _, b in sorted(self.image.brokers.items()) if not b.in_controlled_shutdown]
+        live = [b.broker_id for b in usable if not b.fenced]
+        down = [b.broker_id for b in usable if b.fenced]
+        if replication_factor > len(usable):
             return (E.InvalidReplicationFactorError.errno,
                     f"Unable to replicate the partition {replication_factor} time(s): The target replication "
-                    f"factor of {replication_factor} cannot be reached because only {len(live)} broker(s) are "
-                    f"registered.")
+                    f"factor of {replication_factor} cannot be reached because only {len(usable)} broker(s) are "
+                    f"registered or some brokers have all their log directories cordoned.")   # Kafka 4.4's words
+        if not live:
+            return E.InvalidReplicationFactorError.errno, "All brokers are currently fenced."
         why = config_error(configs)
+        if self.faults is not None and self.faults.on("topics.nine_configs_only"):
+            why = why or next((f"Unknown topic config name: {k}" for k in configs if k not in NINE_CONFIGS), None)
         if why:
             return E.InvalidConfigurationError.errno, why
         if validate_only:
@@ -423,9 +478,69 @@ class QuorumController:
         topic_id = uuid.UUID(int=self.rng.getrandbits(128))
         records: list[dict] = [{"type": "topic", "name": name, "topic_id": str(topic_id), "configs": dict(configs),
                                 "internal": internal}]
-        for i, replicas in enumerate(place(live, num_partitions, replication_factor, self.rng)):
+        for i, replicas in enumerate(place(live, num_partitions, replication_factor, self.rng, down)):
+            isr = [r for r in replicas if r in live]        # ReplicationControlManager: ISR = the active replicas
             records.append({"type": "partition", "topic_id": str(topic_id), "partition": i, "replicas": replicas,
-                            "isr": list(replicas), "leader": replicas[0], "leader_epoch": 0, "partition_epoch": 0})
+                            "isr": isr, "leader": isr[0], "leader_epoch": 0, "partition_epoch": 0})
+        self._commit(records)
+        return 0, None
+
+    def create_topic_assigned(self, name: str, num_partitions: int, replication_factor: int,
+                              assignments: list[tuple[int, list[int]]], configs: dict[str, str],
+                              validate_only: bool = False) -> tuple[int, str | None]:
+        """CreateTopics with manual replica assignments, checked as ReplicationControlManager.createTopic does:
+        partitions and replication factor must be -1; no partition twice; every replica list non-empty, of
+        registered brokers, without repeats, all of one length; indexes 0..n-1; the ISR is the assigned brokers
+        that are not fenced (none: INVALID_REPLICA_ASSIGNMENT) and the leader its first member."""
+        why = topic_name_error(name)
+        if why:
+            return E.InvalidTopicError.errno, why
+        if name in self.image.topics:
+            return E.TopicAlreadyExistsError.errno, f"Topic '{name}' already exists."
+        if replication_factor != -1:
+            return (E.InvalidRequestError.errno,
+                    "A manual partition assignment was specified, but replication factor was not set to -1.")
+        if num_partitions != -1:
+            return (E.InvalidRequestError.errno,
+                    "A manual partition assignment was specified, but numPartitions was not set to -1.")
+        bad = E.InvalidReplicationAssignmentError.errno
+        parts: dict[int, tuple[list[int], list[int]]] = {}
+        rf: int | None = None
+        for index, replicas in assignments:
+            if index in parts:
+                return bad, f"Found multiple manual partition assignments for partition {index}"
+            if not replicas:
+                return bad, "The manual partition assignment includes an empty replica list."
+            for b in sorted(replicas):
+                if b not in self.image.brokers:
+                    return bad, (f"The manual partition assignment includes broker {b}, but no such broker is "
+                                 f"registered.")
+            if len(set(replicas)) != len(replicas):
+                return bad, "The manual partition assignment includes a broker more than once."
+            if rf is not None and len(replicas) != rf:
+                return bad, (f"The manual partition assignment includes a partition with {len(replicas)} "
+                             f"replica(s), but this is not consistent with previous partitions, which have {rf} "
+                             f"replica(s).")
+            rf = len(replicas)
+            isr = [b for b in replicas if not self.image.brokers[b].fenced]
+            if not isr:
+                return bad, (f"All brokers specified in the manual partition assignment for partition {index} "
+                             f"are fenced or in controlled shutdown.")
+            parts[index] = (list(replicas), isr)
+        if sorted(parts) != list(range(len(parts))):
+            return bad, "partitions should be a consecutive 0-based integer sequence"
+        why = config_error(configs)
+        if why:
+            return E.InvalidConfigurationError.errno, why
+        if validate_only:
+            return 0, None
+        topic_id = uuid.UUID(int=self.rng.getrandbits(128))
+        records: list[dict] = [{"type": "topic", "name": name, "topic_id": str(topic_id), "configs": dict(configs),
+                                "internal": False}]
+        for i in range(len(parts)):
+            replicas, isr = parts[i]
+            records.append({"type": "partition", "topic_id": str(topic_id), "partition": i, "replicas": replicas,
+                            "isr": isr, "leader": isr[0], "leader_epoch": 0, "partition_epoch": 0})
         self._commit(records)
         return 0, None
 

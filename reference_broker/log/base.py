@@ -5,12 +5,19 @@ v2 as bytes; it assigns offsets on ``append`` (leader) or keeps them on ``append
 Reads return whole batches, as Kafka's FileRecords slices do: a read at an offset inside a batch starts at that
 batch, and the consumer skips records below its fetch offset.
 
+Every log owns its idempotent producer state (``producer_state``, Kafka's ProducerStateManager held by UnifiedLog):
+each append updates it, a truncation rebuilds it up to the new end, and a durable log rebuilds it on open from its
+snapshots and the batches after them (``producer_state.py``).
+
 Threading rule: a log is used only from the broker's event loop (no locks).
 """
 from __future__ import annotations
 
 import abc
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .producer_state import ProducerStateManager
 
 
 class AppendInfo(NamedTuple):
@@ -37,6 +44,8 @@ class EpochEntry(NamedTuple):
 
 class Log(abc.ABC):
     """A partition's log; see the module docstring for the offset rules."""
+
+    producer_state: ProducerStateManager
 
     @property
     @abc.abstractmethod

@@ -9,6 +9,9 @@ On disk, one directory per partition:
 - ``leader-epoch-checkpoint``, ``log-start-offset-checkpoint``, ``recovery-point-offset-checkpoint`` — Kafka's
   checkpoint text format (version line, count line, entries), replaced atomically (write temp, fsync, rename).
   Kafka keeps the last two per data dir with topic/partition columns; here each partition dir holds its own.
+- ``<offset, 20 digits>.snapshot`` — idempotent producer state as of that offset (Kafka's ProducerSnapshot format,
+  ``producer_state.py``): taken when a segment is rolled (at the new segment's base), after every rebuild and at
+  close; deleted with their segment, and above the new end on truncation.
 
 Nothing of the log data is kept in memory: reads are ``os.pread`` on the segment files and index lookups are
 binary searches with ``os.pread`` over the index files (the page cache does the caching, as Kafka leans on it),
@@ -19,7 +22,9 @@ Durability (Kafka's flush rules): ``log.flush.interval.messages`` (1 = fsync eve
 Clock; there is no background flusher); a rolled segment is always fsynced, and ``close`` flushes. The recovery point (offsets below it are on disk) is checkpointed at roll and close. On open,
 the last segment and every segment at or after the recovery point are re-read batch by batch with CRC32C; the
 first torn, partial or corrupt batch and everything after it are truncated, never served, and their indexes
-rebuilt. Other segments get a cheap index sanity check and a rebuild when it fails.
+rebuilt. Other segments get a cheap index sanity check and a rebuild when it fails. Then the producer state is
+rebuilt (Kafka's LogLoader): stray snapshots removed, the latest one at or below the log end loaded, the batch
+headers after it replayed — so a restart reads a snapshot and the tail, not the whole log.
 
 Threading rule: one event loop, no locks (see ``base``). A ``.lock`` file (flock) keeps a second FileLog —
 in this process or another — from opening the same directory.
@@ -44,6 +49,7 @@ from . import batch as B
 from .base import AppendInfo, EpochEntry, Log, ReadResult, TimestampOffset
 from .epochs import LeaderEpochCache
 from .memory import check_replica_batches, first_record_at_or_after
+from .producer_state import ProducerStateConfig, ProducerStateManager, SegmentHeaders
 
 log = logging.getLogger(__name__)
 
@@ -248,10 +254,12 @@ def _floor_entry(fd: int, n: int, st: struct.Struct, key: int, target: int) -> t
 class FileLog(Log):
     """A partition log in ``dir`` that survives restarts and crashes; see the module docstring."""
 
-    def __init__(self, dir: Path | str, config: FileLogConfig | None = None, *, clock: Clock | None = None) -> None:
+    def __init__(self, dir: Path | str, config: FileLogConfig | None = None, *, clock: Clock | None = None,
+                 producer_state: ProducerStateConfig | None = None) -> None:
         self.dir = Path(dir)
         self.config = config or FileLogConfig()
         self._clock = clock or Clock()
+        self._producer_config = producer_state or ProducerStateConfig()
         self._segments: list[_Segment] = []
         self._bases: list[int] = []
         self._open_lru: OrderedDict[int, _Segment] = OrderedDict()
@@ -264,6 +272,7 @@ class FileLog(Log):
         self._lock_fd: int | None = None
         self._open_dir()
         try:
+            self.producer_state = ProducerStateManager(self.dir, self._producer_config, self._clock.wall_ms)
             self._load()
             self._last_flush_ms = self._now_ms()
         except BaseException:
@@ -428,6 +437,7 @@ class FileLog(Log):
         if log_start is not None and self._segments and self._end < log_start:
             # The data the log start checkpoint speaks of is gone (Kafka's LogLoader: start over there).
             self._delete_segments(list(self._segments))
+            self.producer_state.truncate_fully_and_start_at(log_start)
             epoch_ckpt, transitions = [], []
         if not self._segments:
             self._end = log_start or 0
@@ -469,6 +479,32 @@ class FileLog(Log):
                 seg.fsync()
         self._recovery_point = self._end
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, [(self._recovery_point,)])
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        """LogLoader's last step: remove stray snapshots, then rebuild from the latest snapshot and the tail."""
+        ps = self.producer_state
+        ps.remove_stray_snapshots(self._bases)
+        if not self._producer_config.load_on_open:      # produce.producer_state_not_loaded fault switch
+            ps.truncate_and_reload(self._start, self._start)
+            ps.update_map_end_offset(self._end)
+            return
+        ps.rebuild(self._start, self._end, self._segment_headers, self._bases[-2:])
+
+    def _segment_headers(self, start: int, end: int) -> SegmentHeaders:
+        """For each segment holding offsets in [start, end): (its base, the headers of those batches)."""
+        if start >= end:
+            return []
+        i, pos, _ = self._locate(start)
+
+        def headers(seg: _Segment, pos: int):
+            for _p, h in self._use(seg).headers(pos):
+                if h.base_offset >= end:
+                    return
+                yield h
+        out = [(self._segments[i].base, headers(self._segments[i], pos))]
+        out += [(seg.base, headers(seg, 0)) for seg in self._segments[i + 1:] if seg.base < end]
+        return out
 
     def _next_offset_of(self, seg: _Segment) -> int:
         """Offset after the segment's last batch (its base when empty)."""
@@ -583,13 +619,15 @@ class FileLog(Log):
             seg.close()
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 seg.file(suffix).unlink(missing_ok=True)
+            self.producer_state.delete_snapshot(seg.base)     # UnifiedLog.deleteProducerSnapshots
             i = self._segments.index(seg)
             del self._segments[i], self._bases[i]
         if segs:
             self._fsync_dir()
 
-    def _roll(self, base: int) -> None:
-        """Seal the active segment (final time index entry, fsync) and start a new one at ``base``."""
+    def _roll(self, base: int, snapshot: bool = True) -> None:
+        """Seal the active segment (final time index entry, fsync) and start a new one at ``base``; with
+        ``snapshot``, write the producer state as of ``base`` (UnifiedLog.roll), so a reload can start there."""
         old = self._segments[-1]
         self._use(old)
         old.seal()
@@ -603,6 +641,9 @@ class FileLog(Log):
         self._fsync_dir()
         self._recovery_point = max(self._recovery_point, self._end)
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, [(self._recovery_point,)])
+        if snapshot:
+            self.producer_state.update_map_end_offset(base)
+            self.producer_state.take_snapshot()
 
     def _new_active(self, base: int) -> _Segment:
         """A new empty active segment at ``base`` (after the previous active one was deleted)."""
@@ -657,6 +698,7 @@ class FileLog(Log):
         seg.size = pos + h.size
         seg.index_batch(h, pos, self.config.index_interval_bytes)
         self._end = h.next_offset
+        self.producer_state.on_append(h)
         if self._epochs.assign(h.leader_epoch, h.base_offset):
             self._persist_epochs()
 
@@ -781,6 +823,7 @@ class FileLog(Log):
         while k + 1 < len(self._segments) and self._segments[k + 1].base <= self._start:
             k += 1
         self._delete_segments(self._segments[:k])
+        self.producer_state.on_log_start_offset_incremented(self._start)
 
     def truncate_to(self, offset: int) -> None:
         """Kafka's UnifiedLog.truncateTo: the batch holding ``offset`` and everything after it go; the LEO becomes
@@ -796,6 +839,7 @@ class FileLog(Log):
             self._delete_segments(list(self._segments))
             self._new_active(offset)
             self._end = offset
+            self.producer_state.truncate_fully_and_start_at(offset)
         else:
             self._delete_segments([s for s in self._segments if s.base > offset])
             seg = self._use(self._segments[-1])
@@ -808,7 +852,7 @@ class FileLog(Log):
             # truncation point is past that (a gap, or inside a dropped batch), an empty segment based at the
             # new LEO records it; Kafka's truncateFullyAndStartAt does the same for a log cut below its start.
             if self._next_offset_of(seg) != offset:
-                self._roll(offset)
+                self._roll(offset, snapshot=False)    # the state is rebuilt below; a snapshot now would be stale
         if offset < self._start:
             self._start = offset
             self._write_checkpoint(LOG_START_CHECKPOINT, [(self._start,)])
@@ -816,6 +860,9 @@ class FileLog(Log):
             self._persist_epochs()
         self._recovery_point = min(self._recovery_point, offset)
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, [(self._recovery_point,)])
+        # UnifiedLog.truncateTo: the producer state as of the new end — snapshots above it go, the latest one left
+        # is reloaded and the batches after it replayed; producers wholly below the end keep their state.
+        self.producer_state.rebuild(self._start, offset, self._segment_headers)
 
     def truncate_fully_and_start_at(self, offset: int, log_start: int | None = None) -> None:
         """Kafka's truncateFullyAndStartAt. The log start checkpoint is written first: a crash before the segments
@@ -831,6 +878,7 @@ class FileLog(Log):
             self._persist_epochs()
         self._recovery_point = offset
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, [(self._recovery_point,)])
+        self.producer_state.truncate_fully_and_start_at(offset)
 
     def _truncate_segment(self, seg: _Segment, pos: int, offset: int) -> None:
         """Kafka's LogSegment.truncateTo: cut the .log at ``pos``, drop index entries at/after ``offset`` and
@@ -935,6 +983,7 @@ class FileLog(Log):
         try:
             self.flush()
             self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, [(self._recovery_point,)])
+            self.producer_state.take_snapshot()      # a restart then loads it instead of replaying the log
         finally:
             self._closed = True
             self._release()

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 
+from ..clock import Clock
 from . import batch as B
 from .base import AppendInfo, EpochEntry, Log, ReadResult, TimestampOffset
 from .epochs import LeaderEpochCache
+from .producer_state import ProducerStateConfig, ProducerStateManager, SegmentHeaders
 
 
 def check_replica_batches(mv: memoryview, log_end_offset: int) -> list[tuple[int, B.BatchHeader]]:
@@ -28,7 +31,9 @@ def check_replica_batches(mv: memoryview, log_end_offset: int) -> list[tuple[int
 
 
 class MemoryLog(Log):
-    def __init__(self) -> None:
+    """Producer state: rebuilt on truncation by replaying from the log start (no snapshots in memory)."""
+
+    def __init__(self, *, clock: Clock | None = None, producer_state: ProducerStateConfig | None = None) -> None:
         self._bases: list[int] = []       # base offset of each batch, ascending
         self._nexts: list[int] = []       # last offset + 1 of each batch
         self._batches: list[bytes] = []
@@ -38,6 +43,8 @@ class MemoryLog(Log):
         self._start = 0
         self._end = 0
         self._epochs = LeaderEpochCache()
+        clock = clock or Clock()
+        self.producer_state = ProducerStateManager(None, producer_state or ProducerStateConfig(), clock.wall_ms)
 
     @property
     def log_start_offset(self) -> int:
@@ -56,6 +63,7 @@ class MemoryLog(Log):
         self._next_pos += h.size
         self._end = h.next_offset
         self._epochs.assign(h.leader_epoch, h.base_offset)
+        self.producer_state.on_append(h)
 
     def append(self, batch, leader_epoch: int, timestamp_ms: int | None = None) -> AppendInfo:
         buf = bytearray(batch)
@@ -122,6 +130,7 @@ class MemoryLog(Log):
         if drop:
             del self._bases[:drop], self._nexts[:drop], self._batches[:drop], self._positions[:drop]
             del self._max_ts[:drop]
+        self.producer_state.on_log_start_offset_incremented(self._start)
 
     def truncate_to(self, offset: int) -> None:
         """Kafka's UnifiedLog.truncateTo: the batch holding ``offset`` and all after it go, the LEO becomes
@@ -137,12 +146,23 @@ class MemoryLog(Log):
         self._end = offset
         self._start = min(self._start, offset)
         self._epochs.truncate_from_end(offset)
+        self.producer_state.rebuild(self._start, offset, self._segments)
+
+    def _segments(self, start: int, end: int) -> SegmentHeaders:
+        """One pseudo-segment: the headers of the batches holding offsets in [start, end)."""
+        def headers() -> Iterator[B.BatchHeader]:
+            i = self._index_of(start)
+            while i < len(self._batches) and self._bases[i] < end:
+                yield B.parse_header(self._batches[i])
+                i += 1
+        return [(self._start, headers())]
 
     def truncate_fully_and_start_at(self, offset: int, log_start: int | None = None) -> None:
         self._bases, self._nexts, self._batches, self._positions, self._max_ts = [], [], [], [], []
         self._end = offset
         self._start = offset if log_start is None else log_start
         self._epochs.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
         for i, ts in enumerate(self._max_ts):

@@ -24,6 +24,12 @@ class BrokerRegistration:
     rack: str | None
     epoch: int                 # broker epoch: the offset of its registration record
     fenced: bool = True
+    in_controlled_shutdown: bool = False   # unfenced but no longer eligible as leader or ISR member
+
+    @property
+    def active(self) -> bool:
+        """Kafka's ClusterControlManager.isActive: neither fenced nor in controlled shutdown."""
+        return not self.fenced and not self.in_controlled_shutdown
 
 
 @dataclass
@@ -81,7 +87,16 @@ class MetadataImage:
         return b is not None and not b.fenced
 
     def live_brokers(self) -> list[BrokerRegistration]:
+        """Unfenced brokers (Metadata lists them, also while in controlled shutdown)."""
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
+
+    def is_active(self, broker_id: int) -> bool:
+        """May lead or join an ISR: registered, unfenced and not in controlled shutdown."""
+        b = self.brokers.get(broker_id)
+        return b is not None and b.active
+
+    def active_brokers(self) -> list[BrokerRegistration]:
+        return [b for _, b in sorted(self.brokers.items()) if b.active]
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         t = self.topics.get(topic)
@@ -110,6 +125,11 @@ class MetadataImage:
             b = self.brokers.get(rec["broker_id"])
             if b is not None and b.epoch == rec["epoch"]:
                 b.fenced = kind == "fence_broker"
+                delta.brokers.add(b.broker_id)
+        elif kind == "controlled_shutdown":
+            b = self.brokers.get(rec["broker_id"])
+            if b is not None and b.epoch == rec["epoch"]:
+                b.in_controlled_shutdown = True
                 delta.brokers.add(b.broker_id)
         elif kind == "topic":
             tid = uuid.UUID(rec["topic_id"])

@@ -10,6 +10,7 @@ difference (GAPS.md): JSON values in ordinary v2 record batches instead of Kafka
 | register_broker | RegisterBrokerRecord       | broker_id, incarnation, host, port, repl_host, repl_port, rack, epoch |
 | fence_broker    | BrokerRegistrationChange   | broker_id, epoch (fenced=1)                                          |
 | unfence_broker  | BrokerRegistrationChange   | broker_id, epoch (fenced=-1)                                         |
+| controlled_shutdown | BrokerRegistrationChange | broker_id, epoch (inControlledShutdown=1)                          |
 | topic           | TopicRecord (+ConfigRecord)| name, topic_id, configs                                              |
 | partition       | PartitionRecord            | topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch |
 | partition_change| PartitionChangeRecord      | the same fields, the partition's whole new state                    |
@@ -26,8 +27,8 @@ from kafka.record.memory_records import MemoryRecords
 METADATA_TOPIC = "__cluster_metadata"
 NO_LEADER = -1
 
-RECORD_TYPES = frozenset({"register_broker", "fence_broker", "unfence_broker", "topic", "partition",
-                          "partition_change", "remove_topic"})
+RECORD_TYPES = frozenset({"register_broker", "fence_broker", "unfence_broker", "controlled_shutdown", "topic",
+                          "partition", "partition_change", "remove_topic"})
 
 
 def encode_batch(records: list[dict], timestamp_ms: int) -> bytes:

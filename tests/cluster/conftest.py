@@ -22,16 +22,17 @@ FAST = {
 
 @pytest.fixture
 def make_cluster(tmp_path: Path) -> Iterator:
-    """``make_cluster(**settings)`` starts a durable 3-broker cluster; every process is stopped after the test.
+    """``make_cluster(**settings)`` starts a durable 3-broker cluster (``memory=True``: memory logs); every process
+    is stopped after the test.
 
     KCT_CLUSTER_FAULTS=a,b runs the clusters with test-only fault switches (reference_broker/faults.py), to show
     that these tests fail when the rule they rely on is broken."""
     started: list[Cluster] = []
     faults = [f for f in os.environ.get("KCT_CLUSTER_FAULTS", "").split(",") if f]
 
-    def make(brokers: int = 3, **settings: str) -> Cluster:
-        c = Cluster(brokers, data_dir=tmp_path / "data", work_dir=tmp_path, config={**FAST, **settings},
-                    faults=faults)
+    def make(brokers: int = 3, memory: bool = False, **settings: str) -> Cluster:
+        c = Cluster(brokers, data_dir=None if memory else tmp_path / "data", work_dir=tmp_path,
+                    config={**FAST, **settings}, faults=faults)
         started.append(c)
         return c.start()
 

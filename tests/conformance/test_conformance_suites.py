@@ -29,16 +29,19 @@ OFFSETS = "conformance/suites/test_offsets.py"
 ISR_HW = "conformance/suites/test_isr_hw.py"
 REBALANCE = "conformance/suites/test_rebalance.py"
 CLIENTS = "conformance/suites/test_clients.py"
+PRODUCE = "conformance/suites/test_produce.py"
+TOPICS = "conformance/suites/test_topics.py"
 
 
-def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results") -> dict:
-    """Run suites in a child pytest against a reference target; return the parsed results file."""
+def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results", target: str = "reference",
+               timeout_s: float = 280) -> dict:
+    """Run suites in a child pytest against a target (the reference by default); return the parsed results file."""
     results = tmp_path / f"{name}.json"
-    cmd = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", "--target", "reference",
+    cmd = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider", "--target", target,
            "--kct-results-file", str(results), *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        out, err = proc.communicate(timeout=280)
+        out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         # SIGINT, not SIGKILL first: the child's fixtures then stop its brokers by PID, and pytest prints where the
         # check was stuck. (A kill once left two brokers listening after a hung row.)
@@ -48,7 +51,7 @@ def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "resul
         except subprocess.TimeoutExpired:
             proc.kill()
             out, err = proc.communicate()
-        raise AssertionError(f"the suite run did not finish within 280 s: {' '.join(cmd[3:])}\n{out[-4000:]}"
+        raise AssertionError(f"the suite run did not finish within {timeout_s:g} s: {' '.join(cmd[3:])}\n{out[-4000:]}"
                              f"\n{err[-3000:]}") from None
     assert proc.returncode in (0, 1), f"pytest could not run the suite ({proc.returncode}):\n{out[-3000:]}" \
                                       f"\n{err[-3000:]}"
@@ -67,7 +70,7 @@ def by_rule(doc: dict) -> dict[str, set[str]]:
 
 
 def test_fetch_and_offsets_suites_pass_against_reference(tmp_path: Path) -> None:
-    doc = run_suites(tmp_path, [FETCH, OFFSETS])
+    doc = run_suites(tmp_path, [FETCH, OFFSETS, TOPICS])
     bad = [(c["nodeid"], c["outcome"], c["message"]) for c in doc["checks"] if c["outcome"] in ("divergence", "error")]
     assert not bad, f"the reference broker must pass every check:\n{json.dumps(bad, indent=1)}"
     assert len(doc["checks"]) >= 30 and doc["summary"]["pass"] >= 30, doc["summary"]
@@ -77,7 +80,7 @@ def test_fetch_and_offsets_suites_pass_against_reference(tmp_path: Path) -> None
             assert c["message"], f"{c['nodeid']} skipped without a reason"
     assert doc["target"]["name"] == "reference" and doc["target"]["version"]
     # Every rule the two suites declare was checked somewhere.
-    declared = {r for r, meta in doc["rules"].items() if meta["suite"] in ("fetch", "offsets")}
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] in ("fetch", "offsets", "topics")}
     assert declared <= set(by_rule(doc)), f"rules without a check: {declared - set(by_rule(doc))}"
     # The run wrote its operations as a history under one run id, and it satisfies the history contract.
     (hist,) = read_history(doc["history"])
@@ -170,6 +173,13 @@ FAULTS = [
     ("offsets.fetch_all_empty", OFFSETS, "fetch_all or value_boundaries", "OFFSETS-FETCH-ALL",
      {"OFFSETS-COMMIT-ROUNDTRIP"}),
     ("list_offsets.latest_is_leo", OFFSETS, "follower_lags", "LIST-OFFSETS-LATEST", set()),
+    ("offsets.visible_before_committed", OFFSETS, "visible_once_committed or round_trip_with",
+     "OFFSETS-VISIBLE-WHEN-COMMITTED", {"OFFSETS-COMMIT-ROUNDTRIP"}),
+    ("offsets.topic_rf_capped", OFFSETS, "waits_for_its_replication_factor", "OFFSETS-TOPIC-REPLICATION-FACTOR",
+     set()),
+    # topics
+    ("topics.nine_configs_only", TOPICS, "kafka_topic_config or all_topics", "TOPIC-CONFIGS-KAFKA", {"METADATA-ALL-TOPICS-INTERNAL"}),
+    ("metadata.all_topics_hide_internal", TOPICS, "all_topics or kafka_topic_config", "METADATA-ALL-TOPICS-INTERNAL", {"TOPIC-CONFIGS-KAFKA"}),
     ("list_offsets.earliest_is_latest", OFFSETS, "reset_earliest and not delete or reset_none", "RESET-EARLIEST",
      {"RESET-NONE"}),
     ("list_offsets.latest_minus_one", OFFSETS, "reset_latest or reset_none", "RESET-LATEST", {"RESET-NONE"}),
@@ -253,6 +263,15 @@ FAULTS = [
      {"GROUP-JOIN-REBALANCE"}),
     ("group.left_out_member_refused", REBALANCE, "its_assignment or many_members or leave_starts", "GROUP-SYNC-ASSIGNMENT",
      {"GROUP-MANY-MEMBERS", "GROUP-LEAVE-REBALANCE"}),
+    # produce: idempotent producers (the failover check on a fresh 3-broker cluster)
+    ("init_producer_id.bump_epoch", PRODUCE, "init_producer_id or recent_batch", "INIT-PRODUCER-ID-IDEMPOTENT",
+     {"PRODUCE-IDEMPOTENT-DUPLICATE"}),
+    ("produce.duplicate_window_one", PRODUCE, "recent_batch or init_producer_id", "PRODUCE-IDEMPOTENT-DUPLICATE",
+     {"INIT-PRODUCER-ID-IDEMPOTENT"}),
+    ("produce.producer_state_not_loaded", PRODUCE, "after_failover or recent_batch", "PRODUCE-IDEMPOTENT-FAILOVER",
+     {"PRODUCE-IDEMPOTENT-DUPLICATE"}),
+    ("replication.truncation_forgets_producers", PRODUCE, "after_truncation or recent_batch",
+     "PRODUCE-IDEMPOTENT-TRUNCATION", {"PRODUCE-IDEMPOTENT-DUPLICATE"}),
 ]
 
 
@@ -265,7 +284,9 @@ def test_faults_table_is_the_rule_switch_matrix() -> None:
         test_fetch,
         test_isr_hw,
         test_offsets,
+        test_produce,
         test_rebalance,
+        test_topics,
     )
 
     assert set(BREAKS) <= set(SWITCHES), f"unknown switches: {set(BREAKS) - set(SWITCHES)}"
@@ -298,6 +319,16 @@ def test_clients_suite_passes_against_reference(tmp_path: Path) -> None:
     (hist,) = read_history(doc["history"])
     assert {"send", "poll", "assign", "commit"} <= {op["f"] for op in hist.ops}
     assert doc["duration_s"] < 60, f"the clients suite took {doc['duration_s']} s against the reference broker"
+
+
+def test_produce_suite_passes_on_the_reference(tmp_path: Path) -> None:
+    """Every produce rule runs (none skipped: the failover check gets a fresh 3-broker cluster) and passes."""
+    doc = run_suites(tmp_path, [PRODUCE], name="produce")
+    outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
+    assert all(o == "pass" for o, _ in outcomes.values()), outcomes
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "produce"}
+    assert declared == set(by_rule(doc)) and len(declared) == 4, declared
+    assert doc["duration_s"] < 120, f"the produce suite took {doc['duration_s']} s against the reference broker"
 
 
 def test_rebalance_suite_passes_on_the_reference(tmp_path: Path) -> None:

@@ -5,11 +5,13 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 
 def make_batch(n_records: int = 1, timestamp: int = 1_000, value_size: int = 16, *, tag: int = 0,
-               timestamps: list[int] | None = None, compression: int = 0) -> bytes:
+               timestamps: list[int] | None = None, compression: int = 0, producer_id: int = -1,
+               producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
     """A producer-side batch (base offset 0, epoch 0) of ``n_records`` records; values carry ``tag`` so tests
-    can tell batches apart after a round trip."""
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=False, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    can tell batches apart after a round trip. ``producer_id`` >= 0 makes it an idempotent producer's batch."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=False,
+                                  producer_id=producer_id, producer_epoch=producer_epoch,
+                                  base_sequence=base_sequence, batch_size=1 << 30)
     for i in range(n_records):
         ts = timestamps[i] if timestamps is not None else timestamp + i
         value = f"{tag}:{i}:".encode().ljust(value_size, b"x")

@@ -1,5 +1,7 @@
 """Hypothesis state machine: FileLog (tiny segments, small index interval, fd budget 2) must answer exactly as
-MemoryLog through random appends, follower appends, reads, deletes, truncations, restarts and torn tails."""
+MemoryLog through random appends, follower appends, reads, deletes, truncations, restarts, crashes and torn tails
+— and keep the same idempotent producer state (each producer's epoch and last batch; a snapshot keeps only the
+last batch, as Kafka's do, so after a reload the file log may remember fewer of the older ones)."""
 from __future__ import annotations
 
 import os
@@ -15,8 +17,10 @@ from log_batches import make_batch
 from reference_broker.log import batch as B
 from reference_broker.log.file import RECOVERY_POINT_CHECKPOINT, FileLog, FileLogConfig
 from reference_broker.log.memory import MemoryLog
+from reference_broker.log.producer_state import ProducerStateConfig
 
 CFG = FileLogConfig(segment_bytes=600, index_interval_bytes=150, max_open_segments=2)
+PRODUCERS = ProducerStateConfig(producer_id_expiration_ms=1 << 62)   # batch timestamps are tiny: never expire
 timestamps = st.lists(st.integers(0, 5_000), min_size=1, max_size=5)
 
 
@@ -26,10 +30,11 @@ class FileLogMatchesMemoryLog(RuleBasedStateMachine):
         # tmpfs when there is one: fsync is real code here but not what this test measures, and it is slow
         self.tmp = Path(tempfile.mkdtemp(prefix="filelog-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
         self.dir = self.tmp / "t-0"
-        self.file = FileLog(self.dir, CFG)
-        self.model = MemoryLog()
+        self.file = FileLog(self.dir, CFG, producer_state=PRODUCERS)
+        self.model = MemoryLog(producer_state=PRODUCERS)
         self.epoch = 0
         self.tag = 0
+        self.sequences: dict[int, tuple[int, int]] = {}     # producer id -> (producer epoch, next sequence)
 
     def teardown(self) -> None:
         self.file.close()
@@ -46,6 +51,27 @@ class FileLogMatchesMemoryLog(RuleBasedStateMachine):
         self.epoch += bump
         b = self._batch(ts)
         assert self.file.append(b, self.epoch, append_time) == self.model.append(b, self.epoch, append_time)
+
+    @rule(pid=st.integers(0, 2), n=st.integers(1, 3), new_epoch=st.booleans(), replica=st.booleans())
+    def append_idempotent(self, pid: int, n: int, new_epoch: bool, replica: bool) -> None:
+        pepoch, seq = self.sequences.get(pid, (0, 0))
+        if new_epoch:
+            pepoch, seq = pepoch + 1, 0
+        self.tag += 1
+        b = bytearray(make_batch(n, tag=self.tag, producer_id=pid, producer_epoch=pepoch, base_sequence=seq))
+        self.sequences[pid] = (pepoch, seq + n)
+        if replica:
+            B.stamp(b, 0, self.model.log_end_offset, self.epoch)
+            assert self.file.append_replica(bytes(b)) == self.model.append_replica(bytes(b))
+        else:
+            assert self.file.append(bytes(b), self.epoch) == self.model.append(bytes(b), self.epoch)
+
+    @rule()
+    def crash_and_restart(self) -> None:
+        """kill -9: no close, so no snapshot at the end; the reopen replays from the last roll snapshot."""
+        self.file._release()
+        self.file = FileLog(self.dir, CFG, producer_state=PRODUCERS)
+        self._reopened()
 
     @rule(specs=st.lists(st.tuples(st.integers(0, 3), timestamps, st.booleans()), min_size=1, max_size=3))
     def append_replica(self, specs: list[tuple[int, list[int], bool]]) -> None:
@@ -84,7 +110,7 @@ class FileLogMatchesMemoryLog(RuleBasedStateMachine):
     @rule()
     def restart(self) -> None:
         self.file.close()
-        self.file = FileLog(self.dir, CFG)
+        self.file = FileLog(self.dir, CFG, producer_state=PRODUCERS)
         self._reopened()
 
     @rule(data=st.data(), damage=st.sampled_from(["delete", "truncate", "garbage", "forget-recovery-point"]))
@@ -104,7 +130,7 @@ class FileLogMatchesMemoryLog(RuleBasedStateMachine):
                     os.truncate(p, max(0, p.stat().st_size - 3))
                 else:
                     p.write_bytes(b"\xee" * (p.stat().st_size or 12))
-        self.file = FileLog(self.dir, CFG)
+        self.file = FileLog(self.dir, CFG, producer_state=PRODUCERS)
         self._reopened()
 
     @precondition(lambda self: self.model.log_end_offset > self.model.log_start_offset)
@@ -128,7 +154,7 @@ class FileLogMatchesMemoryLog(RuleBasedStateMachine):
             last.write_bytes(raw)
         else:
             last.write_bytes(raw[:data.draw(st.integers(pos, pos + h.size - 1), label="cut at")])
-        self.file = FileLog(self.dir, CFG)
+        self.file = FileLog(self.dir, CFG, producer_state=PRODUCERS)
         self.model.truncate_to(expected_end)
 
     # -- reads --------------------------------------------------------------------------------------------------
@@ -161,6 +187,23 @@ class FileLogMatchesMemoryLog(RuleBasedStateMachine):
         assert f.max_timestamp() == m.max_timestamp()
         whole = (m.log_start_offset, 1 << 30, m.log_end_offset)
         assert f.read(*whole) == m.read(*whole)
+
+    @invariant()
+    def same_producers(self) -> None:
+        """Producers with a batch at or after the log start: same epoch and last batch, and every batch the file
+        log remembers there the model remembers too (in order). Below the log start either may have forgotten."""
+        start = self.model.log_start_offset
+
+        def live(lg) -> dict[int, tuple[int, list]]:
+            return {pid: (e.epoch, [b for b in e.batches if b.last_offset >= start])
+                    for pid, e in lg.producer_state.producers.items()
+                    if e.batches and e.batches[-1].last_offset >= start}
+        f, m = live(self.file), live(self.model)
+        assert {p: (e, b[-1]) for p, (e, b) in f.items()} == {p: (e, b[-1]) for p, (e, b) in m.items()}
+        for p, (_e, bs) in f.items():
+            assert bs == m[p][1][len(m[p][1]) - len(bs):], (p, bs, m[p][1])
+        assert self.file.producer_state.map_end_offset == self.model.producer_state.map_end_offset == \
+            self.model.log_end_offset
 
 
 FileLogMatchesMemoryLog.TestCase.settings = settings(

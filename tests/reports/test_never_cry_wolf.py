@@ -105,6 +105,42 @@ def test_unmatched_invoke_in_the_middle_after_skip_corrupt_is_indeterminate(tmp_
     assert len(run.ops) == len(h.lines) - 2  # only the truncated line is gone
 
 
+@pytest.mark.parametrize("what", ["poll", "assign"])
+def test_skipped_line_makes_absence_anomalies_indeterminate(tmp_path, what):
+    """A skipped line may have held the very operation whose absence an anomaly points at: a poll that read the
+    values (else lost-write), an assign that reset the position (else nonmonotonic-poll). Damaged input gives no
+    verdict about the system: INDETERMINATE, the skipped lines named, exit 2. (Before: INVALID, exit 1.)"""
+    h = H().send(0, 1, 0).send(0, 2, 1).poll(1, [(0, 1), (1, 2)])
+    if what == "poll":
+        h.lines[-1] = h.lines[-1][:25]                 # the poll's completion is damaged
+        h.send(0, 3, 2).poll(1, [(2, 3)])
+    else:
+        h.op(1, "invoke", "assign", {"partitions": [f"{T}/0"]}).op(1, "ok", "assign", {"partitions": [f"{T}/0"]})
+        h.lines[-2], h.lines[-1] = h.lines[-2][:25], h.lines[-1][:25]
+        h.poll(1, [(0, 1)])                            # read again from the start after the (damaged) assign
+    skipped = [i + 1 for i, line in enumerate(h.lines) if not line.endswith("}")]
+    path = h.write(tmp_path / f"{what}.jsonl")
+    r = cli("check", "--skip-corrupt", path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "INDETERMINATE" in r.stdout and f"skipped lines: {', '.join(map(str, skipped))}" in r.stdout, r.stdout
+    r = cli("check", "--skip-corrupt", "--json", path)
+    (res,) = json.loads(r.stdout)
+    assert (res["status"], res["skipped_lines"]) == ("indeterminate", skipped)
+    assert res["indeterminate"] == (["lost-write"] if what == "poll" else ["nonmonotonic-poll"]), res
+
+
+def test_skipped_line_does_not_hide_a_proven_anomaly(tmp_path):
+    """Two values acknowledged at the same offset (inconsistent-offsets) rest on operations that are there: a
+    skipped line elsewhere does not make them indeterminate. INVALID, exit 1."""
+    h = H().send(0, 1, 0).send(1, 2, 0).poll(2, [(0, 1)])
+    h.lines[-1] = h.lines[-1][:25]
+    path = h.write(tmp_path / "proven.jsonl")
+    r = cli("check", "--skip-corrupt", "--json", path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (res,) = json.loads(r.stdout)
+    assert res["status"] == "invalid" and "inconsistent-offsets" in res["anomalies"]["bad"], res
+
+
 # ---------------------------------------------------------------- empty reads and fetch positions
 
 def test_stale_empty_read_is_illegal_with_evidence(tmp_path):

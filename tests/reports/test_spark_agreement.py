@@ -42,11 +42,24 @@ def _cases(d) -> dict[str, str]:  # noqa: ANN001
         _info_poll_history(how, f"{how}-poll").write(d / f"{how}-poll.jsonl")
     (H("acks1", settings={"sub_via": ["assign"], "acks": 1}).send(0, 1, 0).poll(1, [], positions={f"{T}/0": 0})
      .poll(2, [(0, 1)]).write(d / "acks1.jsonl"))
+    # --skip-corrupt: a skipped poll completion, a skipped assign (lost-write / nonmonotonic-poll rest on their
+    # absence: indeterminate, exit 2), and a skipped line beside a proven inconsistent-offsets (still exit 1)
+    h = H("skipped-poll").send(0, 1, 0).send(0, 2, 1).poll(1, [(0, 1), (1, 2)])
+    h.lines[-1] = h.lines[-1][:25]
+    h.send(0, 3, 2).poll(1, [(2, 3)]).write(d / "skipped-poll.jsonl")
+    h = H("skipped-assign").send(0, 1, 0).send(0, 2, 1).poll(1, [(0, 1), (1, 2)])
+    h.op(1, "invoke", "assign", {"partitions": [f"{T}/0"]}).op(1, "ok", "assign", {"partitions": [f"{T}/0"]})
+    h.lines[-2], h.lines[-1] = h.lines[-2][:25], h.lines[-1][:25]
+    h.poll(1, [(0, 1)]).write(d / "skipped-assign.jsonl")
+    h = H("skipped-but-proven").send(0, 1, 0).send(1, 2, 0).poll(2, [(0, 1)])
+    h.lines[-1] = h.lines[-1][:25]
+    h.write(d / "skipped-but-proven.jsonl")
     (d / "empty.jsonl").write_bytes(b"")
     (d / "empty.parquet").write_bytes(b"")
     (d / "garbage.parquet").write_bytes(b"PAR1 this is not parquet")
     return {"unmatched": 0, "info": 0, "stale": 1, "past": 0, "cascade": 0, "big": 0, "huge": 1, "deep": 0,
-            "info-poll": 0, "unmatched-poll": 0, "fail-poll": 1, "acks1": 0, "empty.jsonl": 2, "empty.parquet": 2, "garbage.parquet": 2}
+            "info-poll": 0, "unmatched-poll": 0, "fail-poll": 1, "acks1": 0, "skipped-poll": 2, "skipped-assign": 2,
+            "skipped-but-proven": 1, "empty.jsonl": 2, "empty.parquet": 2, "garbage.parquet": 2}
 
 
 def test_spark_and_cli_agree_on_every_case(tmp_path):
@@ -70,15 +83,22 @@ def test_spark_and_cli_agree_on_every_case(tmp_path):
         key = name if name.split(".")[0] not in want_exit else name.split(".")[0]
         assert r.returncode == want_exit[key], (name, r.stderr[-500:])
         assert "Traceback" not in r.stderr
-        if r.returncode == 2:
+        if r.returncode == 2 and not r.stdout.strip():       # refused: no verdict at all
             continue
         (cli,) = json.loads(r.stdout)
         (h,) = read(path, skip_corrupt=True)
         direct[h.run_id] = check_history(h, budget_s=10).key()
         assert cli["valid"] == (r.returncode == 0)
+        assert cli["status"] == res_status(res, h.run_id) and cli["indeterminate"] == list(got[h.run_id][7])
         assert cli["anomalies"]["counts"] == dict(got[h.run_id][4])
         assert {m: v["verdict"] for m, v in cli["linearizability"].items()} == dict(got[h.run_id][6])
     assert got == direct
     assert {os.path.basename(e["path"]) for e in res.errors} == {"empty.jsonl", "empty.parquet", "garbage.parquet"}
     assert {r["run_id"]: r["valid"] for r in res.runs} == {
         k: want_exit[k] == 0 for k in want_exit if "." not in k}
+    assert {r["run_id"]: r["status"] for r in res.runs if r["run_id"].startswith("skipped")} == {
+        "skipped-poll": "indeterminate", "skipped-assign": "indeterminate", "skipped-but-proven": "invalid"}
+
+
+def res_status(res, run_id: str) -> str:  # noqa: ANN001
+    return next(r["status"] for r in res.runs if r["run_id"] == run_id)

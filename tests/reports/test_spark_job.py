@@ -85,6 +85,9 @@ def test_thousand_runs_same_verdicts_as_direct_checkers(spark, runs_dir, tmp_pat
                     "Smallest failing window"):
         assert section in html
     assert html.count("<svg") >= 5
+    assert ">no faults</text>" in html and ">None</text>" not in html      # fault-free runs named as such
+    total = float(html.split(" s in all before this page")[0].rsplit(";", 1)[1])
+    assert total >= res.timings["check_s"] > 0, total
 
 
 def test_corrupt_file_fails_clearly_or_is_skipped(spark, tmp_path):

@@ -2,8 +2,11 @@
 
 Behavior (ClusterControlManager / BrokerHeartbeatManager): a heartbeat renews the broker's session; a fenced
 broker that has applied the metadata log past its registration is unfenced (and leaderless partitions it is in
-the ISR of elect it); WantShutDown is a controlled shutdown (leaderships move, the broker is fenced). A stale
-broker epoch is STALE_BROKER_EPOCH. Sessions that see no heartbeat for broker.session.timeout.ms are fenced by
+the ISR of elect it). WantShutDown from an unfenced broker that leads partitions starts a controlled shutdown: it
+stays registered and unfenced but ineligible, its leaderships move and it leaves every ISR, and ShouldShutDown is
+answered (and the broker fenced) once every active broker applied the metadata past that point; a fenced broker,
+one that also asks WantFence, or one that leads nothing may shut down at once. A stale broker epoch is
+STALE_BROKER_EPOCH. Sessions that see no heartbeat for broker.session.timeout.ms are fenced by
 the controller's ticker.
 """
 from __future__ import annotations

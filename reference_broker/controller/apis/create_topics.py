@@ -4,7 +4,8 @@ Behavior:
 - Checks in Kafka's order: legal name, exists (TOPIC_ALREADY_EXISTS), partitions > 0, replication factor > 0 and
   <= live brokers (INVALID_REPLICATION_FACTOR); -1 takes ``num.partitions`` / ``default.replication.factor``.
 - A topic named twice in one request: INVALID_REQUEST for each (Kafka: "Create topics request from client ...
-  contains duplicate topic"). Manual assignments are not supported: INVALID_REQUEST (listed in GAPS.md).
+  contains duplicate topic"). Manual assignments (partitions and replication factor -1) as Kafka checks them
+  (QuorumController.create_topic_assigned): leader = the first unfenced assigned replica.
 - ``validate_only`` checks without creating. v5+ return partitions, replication factor and configs; v7 topic id.
 - Replicas are placed by controller/placement.py; the answer waits (boundedly) until live brokers applied the
   new records (GAPS.md).
@@ -34,7 +35,10 @@ async def handle(ctx, req):
         if counts[t.name] > 1:
             errors.append((E.InvalidRequestError.errno, f"Create topics request contains duplicate topic {t.name}"))
         elif t.assignments:
-            errors.append((E.InvalidRequestError.errno, "manual replica assignments are not supported by this broker"))
+            errors.append(c.create_topic_assigned(
+                t.name, t.num_partitions, t.replication_factor,
+                [(a.partition_index, list(a.broker_ids)) for a in t.assignments],
+                {cfg.name: cfg.value for cfg in t.configs}, validate_only=req.validate_only))
         else:
             internal = t.name == "__consumer_offsets"
             errors.append(c.create_topic(t.name, t.num_partitions, t.replication_factor,

@@ -1,0 +1,38 @@
+"""kill-leader: SIGKILL a partition's current leader for the fault's duration, then restart it.
+
+The leader is looked up when the fault starts (or taken from what stall-followers saw just before, when the
+followers are stopped and a Metadata request could hang on one of them) and recorded as "broker".
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ..kafka_meta import LAST_LEADER, partition_replicas
+from .base import Context, Fault, PlanInput
+
+
+class KillLeaderNemesis:
+    kind = "kill-leader"
+
+    def plan(self, rng: random.Random, where: PlanInput) -> dict[str, Any]:
+        return {"topic": (list(where.topics) or ["chaos-queue"])[0], "partition": 0}
+
+    def bind(self, params: dict[str, Any], ctx: Context) -> Fault:
+        killed: list[int] = []
+        live = dict(params)
+
+        def start() -> None:
+            leader = LAST_LEADER.pop((params["topic"], params["partition"]), None)
+            if leader is None:
+                leader, _ = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"])
+            live["broker"] = leader
+            ctx.target.kill_broker(leader)
+            killed.append(leader)
+
+        def stop() -> None:
+            while killed:
+                ctx.target.restart(killed.pop())
+
+        return Fault(self.kind, live, start, stop)

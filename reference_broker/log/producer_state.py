@@ -1,0 +1,382 @@
+"""Idempotent producer state of one partition log, rebuilt from the log and snapshots (Kafka's ProducerStateManager,
+ProducerStateEntry, BatchMetadata, ProducerAppendInfo; UnifiedLog.rebuildProducerState).
+
+Why it lives with the log: the state is a function of the log's batches (producer id, epoch, sequence range,
+offsets), so whatever changes the log — an append as leader or follower, a truncation, a restart — must change the
+state the same way, or a retry after a failover or restart is appended twice (KIP-98's promise broken).
+
+- Per producer id: the epoch and the last ``NUM_BATCHES_TO_RETAIN`` (5) batches' metadata (last sequence, last
+  offset, offset delta, max timestamp), plus the coordinator epoch and the first offset of an ongoing transaction,
+  which transactions will use (written and read in snapshots now, never set: transactions are not implemented).
+- Client appends are validated (``check_client_batch``): a duplicate of a retained batch returns that batch's
+  metadata (the caller answers its original offsets); an older epoch is INVALID_PRODUCER_EPOCH; a new epoch must
+  start at sequence 0; otherwise the sequence must follow the last one (wrapping at 2^31-1). A producer with no state
+  (never seen, or expired) may start at any sequence, as in Kafka.
+- Every appended batch, leader or follower, updates the state without validation (``on_append``, Kafka's
+  REPLICATION origin), and the map end offset follows the log end.
+- Snapshots: Kafka's file format (``<offset, 20 digits>.snapshot``: version 1, CRC32C, one entry per producer with
+  only its last batch's metadata, as Kafka writes them). Taken at segment roll (at the new segment's base), at the
+  end of every rebuild and on clean close. A corrupt snapshot is deleted and the next older one tried.
+- ``rebuild`` (truncation, load): drop snapshots above the new end, reload the latest remaining one and replay the
+  batches from there to the end; without a snapshot, from the log start. Kafka skips the replay after a clean
+  shutdown without snapshots (an upgrade shortcut); here the log is always replayed then.
+- Producers idle for ``producer.id.expiration.ms`` (by their batches' max timestamp, as Kafka) are dropped by a
+  periodic check and when a snapshot is loaded; replayed batches are not filtered, as in Kafka.
+
+Threading rule: used only from the owning log, on the broker's event loop.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import crc32c
+from kafka import errors as E
+
+from . import batch as B
+
+log = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_HEAD = struct.Struct(">hIi")              # version, crc, entry count (ProducerSnapshot v1, not flexible)
+_ENTRY = struct.Struct(">qhiqiqiq")        # id, epoch, last seq, last offset, offset delta, timestamp, coord epoch,
+                                           # current txn first offset
+_CRC_FROM = 6                              # the CRC covers everything after version and crc
+
+
+def increment_sequence(seq: int, increment: int) -> int:
+    """DefaultRecordBatch.incrementSequence: sequences wrap from 2^31-1 to 0."""
+    return increment - (INT32_MAX - seq) - 1 if seq > INT32_MAX - increment else seq + increment
+
+
+def decrement_sequence(seq: int, decrement: int) -> int:
+    return seq - decrement + INT32_MAX + 1 if seq < decrement else seq - decrement
+
+
+def last_sequence(h: B.BatchHeader) -> int:
+    return NO_SEQUENCE if h.base_sequence == NO_SEQUENCE else increment_sequence(h.base_sequence, h.last_offset_delta)
+
+
+class BatchMetadata(NamedTuple):
+    """One appended batch of a producer (Kafka's BatchMetadata)."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass
+class ProducerStateEntry:
+    """Kafka's ProducerStateEntry: epoch and the last five batches, oldest first; transaction fields for later."""
+
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int | None = None     # the ongoing transaction's first offset (transactions: later)
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int, window: int) -> BatchMetadata | None:
+        """The retained batch with exactly this sequence range in this epoch (findDuplicateBatch); ``window``
+        below 5 only under the produce.duplicate_window_one fault switch."""
+        if epoch != self.epoch:
+            return None
+        recent = list(self.batches)[-window:] if window > 0 else []
+        return next((b for b in recent if b.first_seq == first_seq and b.last_seq == last_seq), None)
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        if epoch != self.epoch:              # maybeUpdateProducerEpoch: a new epoch forgets the old batches
+            self.batches.clear()
+            self.epoch = epoch
+        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+
+@dataclass(frozen=True)
+class ProducerStateConfig:
+    """Kafka's ProducerStateManagerConfig, plus the test-only switch that skips loading on open."""
+
+    producer_id_expiration_ms: int = 86_400_000      # producer.id.expiration.ms
+    load_on_open: bool = True                        # False only under produce.producer_state_not_loaded
+
+    @classmethod
+    def from_broker_config(cls, cfg: Mapping[str, Any] | Any, **kw: Any) -> ProducerStateConfig:
+        try:
+            return cls(producer_id_expiration_ms=int(cfg["producer.id.expiration.ms"]), **kw)
+        except KeyError:
+            return cls(**kw)
+
+
+class ProducerStateError(Exception):
+    """A client batch the producer state refuses; ``errno`` is the Kafka error code to answer."""
+
+    def __init__(self, errno: int, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+class CorruptSnapshot(ValueError):
+    """A snapshot file that does not parse or whose CRC32C does not match."""
+
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    """Kafka's ProducerSnapshot v1: only each producer's last batch is kept (ProducerStateManager.writeSnapshot)."""
+    body = bytearray()
+    n = 0
+    for e in entries:
+        last = e.batches[-1] if e.batches else None
+        body += _ENTRY.pack(e.producer_id, e.epoch, last.last_seq if last else NO_SEQUENCE,
+                            last.last_offset if last else -1, last.offset_delta if last else 0, e.last_timestamp,
+                            e.coordinator_epoch, -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
+        n += 1
+    rest = struct.pack(">i", n) + bytes(body)
+    return struct.pack(">hI", SNAPSHOT_VERSION, crc32c.crc32c(rest)) + rest
+
+
+def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    if len(data) < _HEAD.size:
+        raise CorruptSnapshot(f"{len(data)} bytes, shorter than the header")
+    version, crc, count = _HEAD.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshot(f"unknown snapshot version {version}")
+    if crc32c.crc32c(data[_CRC_FROM:]) != crc:
+        raise CorruptSnapshot("CRC32C mismatch")
+    if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
+        raise CorruptSnapshot(f"{count} entries do not fill {len(data)} bytes")
+    out = []
+    for pid, epoch, last_seq, last_offset, delta, ts, coord, txn in _ENTRY.iter_unpack(data[_HEAD.size:]):
+        e = ProducerStateEntry(pid, epoch, coordinator_epoch=coord, last_timestamp=ts,
+                               current_txn_first_offset=None if txn < 0 else txn)
+        if last_offset >= 0:
+            e.batches.append(BatchMetadata(last_seq, last_offset, delta, ts))
+        out.append(e)
+    return out
+
+
+def snapshot_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+# (segment base offset, the headers of that segment's batches in the replayed range), ascending
+SegmentHeaders = Iterable[tuple[int, Iterator[B.BatchHeader]]]
+
+
+class ProducerStateManager:
+    """The producers of one partition log; snapshots in ``directory`` (None: memory log, no snapshots)."""
+
+    def __init__(self, directory: Path | None, config: ProducerStateConfig, wall_ms: Callable[[], int]) -> None:
+        self.dir = directory
+        self.config = config
+        self._wall_ms = wall_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0          # the state reflects the log below this offset (lastMapOffset)
+        self.last_snap_offset = 0
+        self.last_rebuild_replayed = 0   # batches the last rebuild replayed (observability: restarts read the tail)
+        self._snapshots: dict[int, Path] = self._scan()
+
+    # -- snapshots on disk --------------------------------------------------------------------------------------
+
+    def _scan(self) -> dict[int, Path]:
+        if self.dir is None:
+            return {}
+        out = {}
+        for p in self.dir.glob(f"*{SNAPSHOT_SUFFIX}"):
+            stem = p.name[:-len(SNAPSHOT_SUFFIX)]
+            if stem.isdigit() and p.is_file():
+                out[int(stem)] = p
+        return dict(sorted(out.items()))
+
+    def snapshot_offsets(self) -> list[int]:
+        return sorted(self._snapshots)
+
+    def latest_snapshot_offset(self) -> int | None:
+        return max(self._snapshots) if self._snapshots else None
+
+    def delete_snapshot(self, offset: int) -> None:
+        p = self._snapshots.pop(offset, None)
+        if p is not None:
+            p.unlink(missing_ok=True)
+
+    def remove_stray_snapshots(self, segment_bases: Iterable[int]) -> None:
+        """On load: keep snapshots at segment bases, and the largest other one only if it is above every segment
+        base (the one written at clean shutdown) (ProducerStateManager.removeStraySnapshots)."""
+        bases = set(segment_bases)
+        strays = [o for o in sorted(self._snapshots) if o not in bases]
+        keep = strays[-1] if strays and (not bases or strays[-1] >= max(bases)) else None
+        for o in strays:
+            if o != keep:
+                self.delete_snapshot(o)
+
+    def take_snapshot(self) -> None:
+        """Write the state at the map end offset unless a snapshot is already there (takeSnapshot)."""
+        if self.dir is None or self.map_end_offset <= self.last_snap_offset:
+            return
+        path = self.dir / snapshot_name(self.map_end_offset)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            data = encode_snapshot(self.producers.values())
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self._snapshots[self.map_end_offset] = path
+        self.last_snap_offset = self.map_end_offset
+        log.debug("%s: producer snapshot at %d with %d producers", self.dir, self.map_end_offset, len(self.producers))
+
+    def _load_from_snapshot(self, log_start: int) -> None:
+        """Load the latest snapshot, deleting corrupt ones on the way; none: start empty at the log start."""
+        now = self._wall_ms()
+        while self._snapshots:
+            offset = max(self._snapshots)
+            try:
+                entries = decode_snapshot(self._snapshots[offset].read_bytes())
+            except (OSError, CorruptSnapshot) as e:
+                log.warning("%s: producer snapshot %d unusable (%s); deleting it", self.dir, offset, e)
+                self.delete_snapshot(offset)
+                continue
+            self.producers = {e.producer_id: e for e in entries if not self._expired(e, now)}
+            self.last_snap_offset = self.map_end_offset = offset
+            log.info("%s: producer state loaded from snapshot at %d (%d producers)", self.dir, offset,
+                     len(self.producers))
+            return
+        self.last_snap_offset = self.map_end_offset = log_start
+
+    # -- state ----------------------------------------------------------------------------------------------------
+
+    def is_empty(self) -> bool:
+        return not self.producers
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def check_client_batch(self, h: B.BatchHeader, window: int = NUM_BATCHES_TO_RETAIN) -> BatchMetadata | None:
+        """A client's batch before it is appended: the retained batch it duplicates, or None to append it; raises
+        ProducerStateError (UnifiedLog.analyzeAndValidateProducerState, ProducerAppendInfo.checkProducerEpoch /
+        checkSequence with origin CLIENT)."""
+        entry = self.producers.get(h.producer_id)
+        first_seq, last_seq = h.base_sequence, last_sequence(h)
+        if entry is None:
+            return None                      # unknown producer: any sequence (currentEntry epoch NO_PRODUCER_EPOCH)
+        dup = entry.find_duplicate(h.producer_epoch, first_seq, last_seq, window)
+        if dup is not None:
+            return dup
+        if h.producer_epoch < entry.epoch:
+            raise ProducerStateError(E.InvalidProducerEpochError.errno,
+                                     f"epoch {h.producer_epoch} of producer {h.producer_id} is older than the "
+                                     f"last seen epoch {entry.epoch}")
+        if h.producer_epoch != entry.epoch:
+            if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+                raise ProducerStateError(E.OutOfOrderSequenceNumberError.errno,
+                                         f"a new epoch {h.producer_epoch} of producer {h.producer_id} must start at "
+                                         f"sequence 0, got {first_seq}")
+        elif not (first_seq == entry.last_seq + 1 or (first_seq == 0 and entry.last_seq == INT32_MAX)):
+            raise ProducerStateError(E.OutOfOrderSequenceNumberError.errno,
+                                     f"out of order sequence for producer {h.producer_id}: {first_seq} (incoming), "
+                                     f"{entry.last_seq} (current end)")
+        return None
+
+    def on_append(self, h: B.BatchHeader) -> None:
+        """A batch was appended (leader, follower or replay): record it, unvalidated (REPLICATION origin)."""
+        if h.producer_id >= 0 and not h.is_control:
+            entry = self.producers.get(h.producer_id)
+            if entry is None:
+                entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
+            entry.add_batch(h.producer_epoch, last_sequence(h), h.last_offset, h.last_offset_delta, h.max_timestamp)
+        self.map_end_offset = h.next_offset
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self.map_end_offset = offset
+
+    def _expired(self, e: ProducerStateEntry, now_ms: int) -> bool:
+        return (e.current_txn_first_offset is None
+                and now_ms - e.last_timestamp >= self.config.producer_id_expiration_ms)
+
+    def remove_expired(self, now_ms: int | None = None) -> list[int]:
+        """Drop producers idle for producer.id.expiration.ms (removeExpiredProducers); returns their ids."""
+        now = self._wall_ms() if now_ms is None else now_ms
+        gone = [pid for pid, e in self.producers.items() if self._expired(e, now)]
+        for pid in gone:
+            del self.producers[pid]
+        return gone
+
+    # -- truncation and loading -------------------------------------------------------------------------------
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget everything, snapshots included; the state starts at ``offset`` (truncateFullyAndStartAt)."""
+        self.producers.clear()
+        for o in list(self._snapshots):
+            self.delete_snapshot(o)
+        self.last_snap_offset = 0
+        self.map_end_offset = offset
+
+    def on_log_start_offset_incremented(self, log_start: int) -> None:
+        """DeleteRecords or segment deletion moved the log start: producers stay (as in Kafka), offsets move."""
+        self.map_end_offset = max(self.map_end_offset, log_start)
+        latest = self.latest_snapshot_offset()
+        self.last_snap_offset = latest if latest is not None else log_start
+
+    def truncate_and_reload(self, log_start: int, log_end: int) -> None:
+        """Drop snapshots outside (log_start, log_end]; unless the state already ends at ``log_end``, reload the
+        latest remaining snapshot (truncateAndReload)."""
+        for o in list(self._snapshots):
+            if o > log_end or o <= log_start:
+                self.delete_snapshot(o)
+        if log_end != self.map_end_offset:
+            self.producers = {}
+            self._load_from_snapshot(log_start)
+        else:
+            self.on_log_start_offset_incremented(log_start)
+
+    def rebuild(self, log_start: int, last_offset: int, segments: Callable[[int, int], SegmentHeaders],
+                snapshot_bases: Iterable[int] = ()) -> int:
+        """UnifiedLog.rebuildProducerState: the state of the log below ``last_offset``, from the latest snapshot at
+        or below it and the batches after it. ``segments(start, end)`` gives each segment's headers in [start,
+        end); a snapshot is taken at each of ``snapshot_bases`` passed (Kafka: the last two segment bases) and at
+        ``last_offset``. Returns the number of batches replayed."""
+        wanted = set(snapshot_bases)
+        empty_before = self.is_empty() and self.map_end_offset >= last_offset
+        self.truncate_and_reload(log_start, last_offset)
+        replayed = 0
+        if last_offset > self.map_end_offset and not empty_before:
+            for base, headers in segments(max(self.map_end_offset, log_start), last_offset):
+                self.update_map_end_offset(max(base, self.map_end_offset, log_start))
+                if base in wanted:
+                    self.take_snapshot()
+                for h in headers:
+                    self.on_append(h)
+                    replayed += 1
+        self.update_map_end_offset(last_offset)
+        self.take_snapshot()
+        self.last_rebuild_replayed = replayed
+        if replayed:
+            log.info("%s: producer state rebuilt to %d: %d batches replayed", self.dir or "memory log", last_offset,
+                     replayed)
+        return replayed
