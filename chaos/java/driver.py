@@ -95,7 +95,8 @@ class JavaDriver:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self, timeout: float = START_TIMEOUT_S) -> JavaDriver:
-        argv = [java_binary(), *JVM_OPTS, "-cp", self.build.classpath, MAIN_CLASS]
+        extra = os.environ.get("KCT_JAVA_OPTS", "").split()  # e.g. -Djavax.net.debug=ssl, a bigger heap
+        argv = [java_binary(), *JVM_OPTS, *extra, "-cp", self.build.classpath, MAIN_CLASS]
         try:
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, start_new_session=True)
