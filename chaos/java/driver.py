@@ -268,7 +268,7 @@ class JavaClient(QueueClient):
         if d is not None:
             d.stop()
         try:
-            build = self._build or ensure_driver()
+            build = self._build = self._build or ensure_driver()
         except BuildError as e:
             raise DriverDied(str(e)) from e
         d = JavaDriver(build, label=self._role).start()
@@ -327,22 +327,30 @@ class JavaClient(QueueClient):
         raise Indefinite(err)
 
     # -- consumer
+    def _local(self, op: str, **fields: Any) -> None:
+        """assign/subscribe/seek change only the consumer's own state (no request): the state is kept here first,
+        so if the JVM dies during the call, a replacement that replays it has done the call."""
+        try:
+            self._ok(self._call(op, 30, **fields), op)
+        except (DriverDied, DriverTimeout):
+            self._ensure()
+
     def assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         self._role = "consumer"
         keys = [f"{t}/{p}" for t, p in partitions]
         self._sub = ("assign", keys)
         self._positions = {k: o for k, o in self._positions.items() if k in keys}
-        self._ok(self._call("assign", 30, partitions=keys), "assign")
+        self._local("assign", partitions=keys)
 
     def subscribe(self, topics: Sequence[str]) -> None:
         self._role = "consumer"
         self._sub, self._positions = ("subscribe", list(topics)), {}
-        self._ok(self._call("subscribe", 30, topics=list(topics)), "subscribe")
+        self._local("subscribe", topics=list(topics))
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         if self._sub is not None and self._sub[0] == "assign":
             self._positions[f"{topic}/{partition}"] = offset
-        self._ok(self._call("seek", 30, topic=topic, partition=partition, offset=offset), "seek")
+        self._local("seek", topic=topic, partition=partition, offset=offset)
 
     def poll(self, timeout_s: float) -> tuple[list[Record], dict[str, int] | None]:
         if self._sub is None:

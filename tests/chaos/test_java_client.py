@@ -3,8 +3,8 @@ queue workload. Real JVMs, real reference brokers on loopback, real processes ki
 started here is stopped here (and nothing is left: the last test checks no driver JVM survives).
 
 The driver is built once (cached in ~/.cache/kct/java-driver/<hash>/; ~15 s the first time, ~0 after). Then about
-95 s on 2 cores: client-level checks on one broker (~15 s), a bad setting (~2 s), a broken source (~15 s), a
-20 s kill run (~40 s) and a run whose JVMs are killed mid-operation (~30 s).
+110 s on 2 shared cores (load 8): client-level checks on one broker (~25 s), bad settings (~1 s), a broken source
+(~16 s, Maven offline), the 20 s kill run (~39 s) and a 14 s run whose JVMs are killed mid-operation (~24 s).
 """
 
 from __future__ import annotations
