@@ -19,6 +19,10 @@ from typing import Any
 
 from chaos.clients import DEFINITE_SEND_ERRORS, ClientConfig, Definite, Indefinite, QueueClient, Record
 
+# The project's process supervisor's dead man's switch: if this Python process is SIGKILLed while a JVM is stopped
+# (SIGSTOP: it cannot read the EOF on its stdin that otherwise ends it), the watchdog SIGCONTs and SIGKILLs it.
+from reference_broker.supervisor import _WATCH
+
 from .build import MAIN_CLASS, BuildError, DriverBuild, ensure_driver
 
 # Small heap, C1 only, serial GC: a workload client does little work, and several JVMs share 2 cores with the
@@ -104,6 +108,7 @@ class JavaDriver:
             raise DriverDied(f"cannot start the Java driver: {argv[0]}: {e.strerror or e}") from e
         with _LIVE_LOCK:
             _LIVE.add(self)
+        _WATCH.watch(self._proc.pid)
         threading.Thread(target=self._read_stdout, args=(self._proc,), daemon=True, name="java-stdout").start()
         threading.Thread(target=self._read_stderr, args=(self._proc,), daemon=True, name="java-stderr").start()
         hello = self._take(timeout, "start")
@@ -218,6 +223,7 @@ class JavaDriver:
             self._proc.wait(10)
         except subprocess.TimeoutExpired:
             return
+        _WATCH.forget(self._proc.pid)
         for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
             try:
                 if pipe is not None and pipe is not self._proc.stdout:

@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ from chaos.java.driver import JavaClient, JavaDriver, live_drivers
 from chaos.run import RunOptions, run
 from fixtures.reference import ReferenceTarget
 from history import read
+from reference_broker.supervisor import pid_running, wait_gone
 
 TOPIC = "jv"
 
@@ -196,6 +199,33 @@ def test_a_broken_source_fails_the_build_naming_file_and_line(tmp_path: Path, mo
     with pytest.raises(BuildError, match=r"Driver\.java:\[\d+,\d+\]"):
         ensure_driver(src)
     assert not [p for p in (tmp_path / "cache" / "java-driver").iterdir() if not p.name.startswith(".")]
+
+
+_ORPHANS = """
+import os, signal, time
+from chaos.clients import ClientConfig
+from chaos.java.driver import JavaClient
+running = JavaClient(ClientConfig("127.0.0.1:9"))._ensure()
+stopped = JavaClient(ClientConfig("127.0.0.1:9"))._ensure()
+os.kill(stopped.pid, signal.SIGSTOP)
+print(running.pid, stopped.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_no_jvm_outlives_a_killed_parent(build: DriverBuild) -> None:
+    """The parent SIGKILLed: a running JVM ends on the EOF of its stdin, a stopped one (which cannot read it) is
+    ended by the supervisor's watchdog."""
+    child = subprocess.Popen([sys.executable, "-c", _ORPHANS], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert child.stdout is not None
+        pids = [int(x) for x in child.stdout.readline().split()]
+        assert len(pids) == 2 and all(pid_running(p) for p in pids), pids
+    finally:
+        child.kill()
+        child.wait(10)
+    assert all(wait_gone(p, 15) for p in pids), [(p, pid_running(p)) for p in pids]
 
 
 def _ops(history: Path) -> list[dict]:
