@@ -66,6 +66,18 @@ def consumer_props(cfg: ClientConfig) -> dict[str, str]:
             **cfg.extra}
 
 
+_BUILD: list[DriverBuild] = []  # this process's build: one per run, even if the sources change meanwhile
+_BUILD_LOCK = threading.Lock()
+
+
+def driver_build() -> DriverBuild:
+    """The driver build this process uses (built on first use; see build.ensure_driver)."""
+    with _BUILD_LOCK:
+        if not _BUILD:
+            _BUILD.append(ensure_driver())
+        return _BUILD[0]
+
+
 def java_binary() -> str:
     home = os.environ.get("JAVA_HOME")
     if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
@@ -274,7 +286,7 @@ class JavaClient(QueueClient):
         if d is not None:
             d.stop()
         try:
-            build = self._build = self._build or ensure_driver()
+            build = self._build = self._build or driver_build()
         except BuildError as e:
             raise DriverDied(str(e)) from e
         d = JavaDriver(build, label=self._role).start()
@@ -409,7 +421,7 @@ def check_settings(cfg: ClientConfig) -> dict[str, Any]:
     """Build the driver if needed and let the Java client construct a producer and a consumer with these settings;
     raises ValueError naming what it refused (a bad setting, an unreadable keystore, no driver build)."""
     try:
-        build = ensure_driver()
+        build = driver_build()
     except BuildError as e:
         raise ValueError(f"--client java: {e}") from e
     d = JavaDriver(build, label="check")

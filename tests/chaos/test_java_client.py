@@ -2,9 +2,10 @@
 queue workload. Real JVMs, real reference brokers on loopback, real processes killed by PID; every JVM and broker
 started here is stopped here (and nothing is left: the last test checks no driver JVM survives).
 
-The driver is built once (cached in ~/.cache/kct/java-driver/<hash>/; ~15 s the first time, ~0 after). Then about
-110 s on 2 shared cores (load 8): client-level checks on one broker (~25 s), bad settings (~1 s), a broken source
-(~16 s, Maven offline), the 20 s kill run (~39 s) and a 14 s run whose JVMs are killed mid-operation (~24 s).
+The driver is built once (cached in ~/.cache/kct/java-driver/<hash>/; 5-20 s the first time, ~0 after). Then
+80-110 s on 2 shared cores (load 8-10): client-level checks on one broker (~20 s), bad settings (~1 s), a broken
+source (3-16 s, Maven offline), JVMs of a SIGKILLed parent (<1 s), the 20 s kill run (30-39 s) and a 14 s run whose
+JVMs are killed mid-operation (~24 s).
 """
 
 from __future__ import annotations

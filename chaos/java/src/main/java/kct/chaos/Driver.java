@@ -17,6 +17,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -177,14 +178,9 @@ public final class Driver {
 
     /** Construct both clients with the given settings and close them: config, SSL and SASL errors show here. */
     private void check() {
-        try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps, new ByteArraySerializer(),
-                                                                    new ByteArraySerializer())) {
-            p.close(Duration.ZERO);
-        }
-        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps, new ByteArrayDeserializer(),
-                                                                    new ByteArrayDeserializer())) {
-            c.close(Duration.ZERO);
-        }
+        new KafkaProducer<>(producerProps, new ByteArraySerializer(), new ByteArraySerializer()).close(Duration.ZERO);
+        new KafkaConsumer<>(consumerProps, new ByteArrayDeserializer(), new ByteArrayDeserializer())
+            .close(CloseOptions.timeout(Duration.ZERO));
     }
 
     private KafkaProducer<byte[], byte[]> producer() {
@@ -315,7 +311,7 @@ public final class Driver {
             producer = null;
             try {
                 if (consumer != null) {
-                    consumer.close(Duration.ofSeconds(2));
+                    consumer.close(CloseOptions.timeout(Duration.ofSeconds(2)));
                 }
             } finally {
                 consumer = null;
