@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .clients import ClientConfig, settings_summary
+from .clients import ClientConfig, check_client, settings_summary
 from .nemesis import Context, NemesisRunner, ScheduleSpec, Step, generate
 from .nemesis.schedule import NEMESES
 from .queue import QueueSpec, QueueWorkload
@@ -353,6 +353,8 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     run_id = opts.run_id or f"chaos-{opts.seed}-{uuid.uuid4().hex[:6]}"
     if opts.workload != "queue":
         raise RunError(f"unknown workload {opts.workload!r}; known: queue")
+    check_client(opts.client, ClientConfig(bootstrap=opts.bootstrap or "127.0.0.1:9", acks=opts.acks,
+                                           commit=opts.commit, extra=opts.client_extra))  # before any cluster
     wanted = set(opts.nemeses) if opts.schedule == "random" else {"stall-followers", "kill-leader"}
     target: Any = None
     proxies = None
