@@ -120,6 +120,7 @@ class RunOptions:
     proxy_api: str | None = None
     topology: str | None = None
     run_id: str | None = None
+    topic: str | None = None             # default: chaos-queue on a cluster started here, per run on a live one
     dry_run: bool = False
     progress: bool = True
     check_budget: float = 10.0
@@ -167,11 +168,23 @@ def target_config(opts: RunOptions, network: bool) -> dict[str, str]:
     return cfg
 
 
+def workload_topic(opts: RunOptions) -> str:
+    """The queue's topic: `chaos-queue` on a cluster this run starts; on a live cluster one of this run's own
+    (`chaos-queue-<run id>`), since the values restart at 0 each run and a second run would read the first one's
+    records as duplicates and skips."""
+    if opts.topic:
+        return opts.topic
+    if opts.bootstrap is None:
+        return "chaos-queue"
+    return f"chaos-queue-{opts.run_id or '<run-id>'}"
+
+
 def build_schedule(opts: RunOptions, brokers: list[int]) -> list[Step]:
     """The fault schedule for the options: pure (no target), so --dry-run prints exactly what will happen."""
+    topic = workload_topic(opts)
     if opts.schedule == "lossy":
         s = cluster_settings(opts)
-        return lossy_schedule("chaos-queue", lag_s=int(s["replica.lag.time.max.ms"]) / 1000,
+        return lossy_schedule(topic, lag_s=int(s["replica.lag.time.max.ms"]) / 1000,
                               session_s=int(s["broker.session.timeout.ms"]) / 1000)
     if opts.schedule != "random":
         raise RunError(f"unknown schedule {opts.schedule!r}; known: {', '.join(SCHEDULES)}")
@@ -185,7 +198,8 @@ def build_schedule(opts: RunOptions, brokers: list[int]) -> list[Step]:
     # leave the last interval fault-free so the cluster settles before the final read
     total = max(0.0, opts.duration - min(opts.interval, opts.duration / 4))
     steps = generate(opts.seed, ScheduleSpec(interval=opts.interval, duration=opts.fault_duration, total=total,
-                                             faults=tuple(seeded) or ("kill",), brokers=tuple(brokers)))
+                                             faults=tuple(seeded) or ("kill",), brokers=tuple(brokers),
+                                             topics=(topic,)))
     return steps
 
 
@@ -351,6 +365,7 @@ def plan_only(opts: RunOptions) -> list[Step]:
 def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
     """Execute one run (see the module docstring); never leaves a fault or a process behind."""
     run_id = opts.run_id or f"chaos-{opts.seed}-{uuid.uuid4().hex[:6]}"
+    opts.run_id = run_id                 # the live-cluster topic name and the schedule's leader faults use it
     if opts.workload != "queue":
         raise RunError(f"unknown workload {opts.workload!r}; known: queue")
     check_client(opts.client, ClientConfig(bootstrap=opts.bootstrap or "127.0.0.1:9", acks=opts.acks,
@@ -432,10 +447,11 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     from history import Recorder
 
     replication = min(3, len(target.broker_ids)) if target is not None else 3
-    ensure_topic(bootstrap, "chaos-queue", opts.partitions, replication, opts.client_extra)
+    topic = workload_topic(opts)
+    ensure_topic(bootstrap, topic, opts.partitions, replication, opts.client_extra)
     cfg = ClientConfig(bootstrap=bootstrap, acks=opts.acks, commit=opts.commit, extra=opts.client_extra,
                        group=f"chaos-{run_id}")
-    spec = QueueSpec(partitions=opts.partitions, producers=opts.producers, consumers=opts.consumers,
+    spec = QueueSpec(topic=topic, partitions=opts.partitions, producers=opts.producers, consumers=opts.consumers,
                      rate=opts.rate, sub_via=opts.sub_via, reset_prob=opts.reset_prob, replication=replication)
     nemesis_name = opts.schedule if opts.schedule != "random" else ",".join(opts.nemeses) or "none"
     settings = {"workload": "queue", "client": opts.client, "seed": opts.seed, "sub_via": [opts.sub_via],
