@@ -180,7 +180,7 @@ def _add_run(sub: Any) -> None:
     r.add_argument("--seed", type=int, default=0, help="seed: the same seed replays the same fault schedule")
     r.add_argument("--out", default="out/chaos", help="directory for the history, verdict and HTML page")
     r.add_argument("--run-id", default=None)
-    r.add_argument("--client", default="kafka-python", choices=("reference", "confluent", "kafka-python"))
+    r.add_argument("--client", default="kafka-python", choices=("reference", "confluent", "kafka-python", "java"))
     r.add_argument("--acks", default="all", choices=("all", "1", "-1"))
     r.add_argument("--commit", default="sync", choices=("sync", "async", "auto"))
     r.add_argument("--sub-via", default="assign", choices=("assign", "subscribe"))

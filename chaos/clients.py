@@ -1,6 +1,7 @@
-"""One small synchronous client interface over three Kafka client stacks, so a workload is written once and run
-through the reference client stack, confluent-kafka (librdkafka) or kafka-python: the same history from two
-stacks against one broker tells a client bug from a broker bug.
+"""One small synchronous client interface over four Kafka client stacks, so a workload is written once and run
+through the reference client stack, confluent-kafka (librdkafka), kafka-python or the Java client (kafka-clients,
+in a JVM per client: chaos/java): the same history from two stacks against one broker tells a client bug from a
+broker bug.
 
 Outcomes follow the history contract. A send raises `Definite` only when the request certainly did not append
 (the producer never retries, so an error answer is about the one attempt); anything else (timeouts, lost
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-CLIENTS = ("reference", "confluent", "kafka-python")
+CLIENTS = ("reference", "confluent", "kafka-python", "java")
 
 # Kafka error names that mean "this produce request appended nothing" (the producer never retries).
 DEFINITE_SEND_ERRORS = frozenset({
@@ -449,7 +450,23 @@ def make_client(name: str, cfg: ClientConfig) -> QueueClient:
         return ConfluentClient(cfg)
     if name == "reference":
         return ReferenceClient(cfg)
+    if name == "java":
+        from .java.driver import JavaClient
+
+        return JavaClient(cfg)
     raise ValueError(f"unknown client {name!r}; choose from {', '.join(CLIENTS)}")
+
+
+def check_client(name: str, cfg: ClientConfig) -> None:
+    """Before a run: can this stack run with these settings? Raises ValueError saying what it refuses. The Java
+    client is built if needed and constructs its producer and consumer (config, SSL, SASL errors surface here,
+    not minutes later in a worker thread); the Python stacks check their settings as they connect."""
+    if name not in CLIENTS:
+        raise ValueError(f"unknown client {name!r}; choose from {', '.join(CLIENTS)}")
+    if name == "java":
+        from .java.driver import check_settings
+
+        check_settings(cfg)
 
 
 def parse_client_settings(pairs: Sequence[str]) -> dict[str, str]:

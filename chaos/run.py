@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .clients import ClientConfig, settings_summary
+from .clients import ClientConfig, check_client, settings_summary
 from .nemesis import Context, NemesisRunner, ScheduleSpec, Step, generate
 from .nemesis.schedule import NEMESES
 from .queue import QueueSpec, QueueWorkload
@@ -125,6 +125,7 @@ class RunOptions:
     proxy_api: str | None = None
     topology: str | None = None
     run_id: str | None = None
+    topic: str | None = None             # default: chaos-queue on a cluster started here, per run on a live one
     dry_run: bool = False
     progress: bool = True
     check_budget: float = 10.0
@@ -172,16 +173,28 @@ def target_config(opts: RunOptions, network: bool) -> dict[str, str]:
     return cfg
 
 
+def workload_topic(opts: RunOptions) -> str:
+    """The queue's topic: `chaos-queue` on a cluster this run starts; on a live cluster one of this run's own
+    (`chaos-queue-<run id>`), since the values restart at 0 each run and a second run would read the first one's
+    records as duplicates and skips."""
+    if opts.topic:
+        return opts.topic
+    if opts.bootstrap is None:
+        return "chaos-queue"
+    return f"chaos-queue-{opts.run_id or '<run-id>'}"
+
+
 def build_schedule(opts: RunOptions, brokers: list[int]) -> list[Step]:
     """The fault schedule for the options: pure (no target), so --dry-run prints exactly what will happen."""
+    topic = workload_topic(opts)
     s = cluster_settings(opts)
     session_s = int(s.get("broker.session.timeout.ms", 9000)) / 1000
     if opts.schedule == "lossy":
-        return lossy_schedule("chaos-queue", lag_s=int(s["replica.lag.time.max.ms"]) / 1000, session_s=session_s)
+        return lossy_schedule(topic, lag_s=int(s["replica.lag.time.max.ms"]) / 1000, session_s=session_s)
     if opts.schedule == "empty-epoch":
-        return empty_epoch_schedule("chaos-queue", session_s=session_s)
+        return empty_epoch_schedule(topic, session_s=session_s)
     if opts.schedule == "behind-log-start":
-        return behind_log_start_schedule("chaos-queue", session_s=session_s)
+        return behind_log_start_schedule(topic, session_s=session_s)
     if opts.schedule != "random":
         raise RunError(f"unknown schedule {opts.schedule!r}; known: {', '.join(SCHEDULES)}")
     if not opts.nemeses:
@@ -194,7 +207,8 @@ def build_schedule(opts: RunOptions, brokers: list[int]) -> list[Step]:
     # leave the last interval fault-free so the cluster settles before the final read
     total = max(0.0, opts.duration - min(opts.interval, opts.duration / 4))
     steps = generate(opts.seed, ScheduleSpec(interval=opts.interval, duration=opts.fault_duration, total=total,
-                                             faults=tuple(seeded) or ("kill",), brokers=tuple(brokers)))
+                                             faults=tuple(seeded) or ("kill",), brokers=tuple(brokers),
+                                             topics=(topic,)))
     return steps
 
 
@@ -361,8 +375,11 @@ def plan_only(opts: RunOptions) -> list[Step]:
 def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
     """Execute one run (see the module docstring); never leaves a fault or a process behind."""
     run_id = opts.run_id or f"chaos-{opts.seed}-{uuid.uuid4().hex[:6]}"
+    opts.run_id = run_id                 # the live-cluster topic name and the schedule's leader faults use it
     if opts.workload != "queue":
         raise RunError(f"unknown workload {opts.workload!r}; known: queue")
+    check_client(opts.client, ClientConfig(bootstrap=opts.bootstrap or "127.0.0.1:9", acks=opts.acks,
+                                           commit=opts.commit, extra=opts.client_extra))  # before any cluster
     wanted = set(opts.nemeses) if opts.schedule == "random" else FIXED_SCHEDULES.get(opts.schedule, set())
     target: Any = None
     proxies = None
@@ -440,10 +457,11 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     from history import Recorder
 
     replication = min(3, len(target.broker_ids)) if target is not None else 3
-    ensure_topic(bootstrap, "chaos-queue", opts.partitions, replication, opts.client_extra)
+    topic = workload_topic(opts)
+    ensure_topic(bootstrap, topic, opts.partitions, replication, opts.client_extra)
     cfg = ClientConfig(bootstrap=bootstrap, acks=opts.acks, commit=opts.commit, extra=opts.client_extra,
                        group=f"chaos-{run_id}")
-    spec = QueueSpec(partitions=opts.partitions, producers=opts.producers, consumers=opts.consumers,
+    spec = QueueSpec(topic=topic, partitions=opts.partitions, producers=opts.producers, consumers=opts.consumers,
                      rate=opts.rate, sub_via=opts.sub_via, reset_prob=opts.reset_prob, replication=replication)
     nemesis_name = opts.schedule if opts.schedule != "random" else ",".join(opts.nemeses) or "none"
     settings = {"workload": "queue", "client": opts.client, "seed": opts.seed, "sub_via": [opts.sub_via],
@@ -481,10 +499,10 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
         result.message = "interrupted: every fault was undone; the partial history is kept"
         return result
     _say(opts, "waiting for every replica to be back in the ISR ...")
-    result.recovery = await_isr_recovery(bootstrap, "chaos-queue", recovery_timeout(opts, target_name))
+    result.recovery = await_isr_recovery(bootstrap, topic, recovery_timeout(opts, target_name))
     _say(opts, "final read ...")
     deleted = any(st.kind == "delete-consumed" for st in steps)
-    result.final = workload.final_read(log_starts(bootstrap, "chaos-queue", opts.partitions) if deleted else None)
+    result.final = workload.final_read(log_starts(bootstrap, topic, opts.partitions) if deleted else None)
     recorder.close()
     s = workload.stats
     failed_faults = [op["value"] for op in recorder.history.ops

@@ -1,4 +1,4 @@
-"""kafka-python and confluent-kafka polls record the fetch position they read from (history contract poll
+"""kafka-python, confluent-kafka and Java client polls record the fetch position they read from (history contract poll
 ``positions``), so a real-client history shows a read that skipped a record. Real clients against a real
 reference broker on loopback; the broker is stopped by the fixture."""
 
@@ -49,7 +49,7 @@ def _poll_until(client, want: int) -> list:  # noqa: ANN001
     return polls
 
 
-@pytest.mark.parametrize("name", ["kafka-python", "confluent"])
+@pytest.mark.parametrize("name", ["kafka-python", "confluent", "java"])
 def test_assigned_polls_record_where_they_read_from(broker: str, name: str) -> None:
     """Each poll that returned records lists, for their partition, the position it read from: where the
     previous poll ended. (The first may list none: the start position is not known before the first fetch.)"""
@@ -75,7 +75,7 @@ def test_assigned_polls_record_where_they_read_from(broker: str, name: str) -> N
     assert listed and expect == end, polls
 
 
-@pytest.mark.parametrize("name", ["kafka-python", "confluent"])
+@pytest.mark.parametrize("name", ["kafka-python", "confluent", "java"])
 def test_subscribed_polls_record_no_positions(broker: str, name: str) -> None:
     """In a group a rebalance inside poll may move the position: nothing is claimed."""
     c = make_client(name, ClientConfig(broker, group=f"sub-{name}"))

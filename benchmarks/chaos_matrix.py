@@ -1,0 +1,260 @@
+"""The chaos matrix: targets × nemeses × clients × seeds, every history through the Spark job into one report, and
+the findings written up the way a Jepsen analysis reports them.
+
+    .venv/bin/python benchmarks/chaos_matrix.py --out out/matrix                       # the full matrix (hours)
+    .venv/bin/python benchmarks/chaos_matrix.py --targets kafka --nemeses kill --clients confluent --seeds 1 \\
+        --duration 20s --out out/matrix-smoke
+
+Each cell is one `chaos run` (chaos/run.py) against a cluster the run starts itself, with Kafka's safe settings
+(acks=all, min.insync.replicas=2, unclean.leader.election.enable=false): expected VALID — no acknowledged write
+lost or duplicated. `--lossy` adds, per target and client, the lossy schedule with unclean election on and
+min.insync.replicas=1 (stall the followers out of the ISR, kill the leader): expected to lose acknowledged writes
+(lost-write or inconsistent-offsets) wherever the target can lose them. A nemesis a target cannot suffer (no
+controller to isolate, no proxies) is a skipped cell with its reason, never a silent pass.
+
+Output in --out: histories/ (JSONL + Parquet per run), runs/ (each run's page and result), spark/ (the Spark job's
+aggregate: per target, nemesis and anomaly), matrix.json and matrix.md (one row per run: verdict, expected, sends,
+faults applied, anomalies; then the findings: for every run whose verdict differs from its expectation, the
+anomaly, the fault that preceded its first evidence, the minimal evidence and whether the settings allowed it).
+Exit 0 when every cell ran and met its expectation, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chaos.run import RunError, RunOptions, parse_duration, run  # noqa: E402
+
+DEFAULT_TARGETS = ("reference", "kafka", "tansu")
+DEFAULT_NEMESES = ("kill", "pause", "partition", "kill-leader", "isolate-controller")
+DEFAULT_CLIENTS = ("confluent", "java")
+UNSAFE = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
+# Per target: the --target-config of the cluster each run starts (tansu: brokers over shared storage).
+TARGET_CONFIG: dict[str, dict[str, str]] = {
+    "reference": {},
+    "kafka": {},
+    "tansu": {"brokers": "3", "storage": "postgres"},
+}
+# The lossy schedule pauses both followers; on Kafka in combined mode that also stalls two of the three controller
+# voters, so the ISR cannot shrink (nothing is acknowledged by the leader alone): a controller of its own, as the
+# reference cluster has, makes the schedule mean the same thing.
+LOSSY_CONFIG: dict[str, dict[str, str]] = {"kafka": {"controllers": "1"}}
+# Anomalies that are data loss under the lossy schedule (what "lost writes" means in Jepsen's Kafka analysis).
+LOSS = {"lost-write", "inconsistent-offsets"}
+
+
+@dataclass
+class Cell:
+    target: str
+    nemesis: str          # a nemesis name, or "lossy"
+    client: str
+    seed: int
+    expect: str           # "valid" | "loss"
+    skip: str | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.target}-{self.nemesis}-{self.client}-s{self.seed}"
+
+
+def skip_reason(target: str, nemesis: str) -> str | None:
+    """Why a target cannot suffer a nemesis (None: it can)."""
+    if nemesis == "isolate-controller" and target == "tansu":
+        return "Tansu has no controller: its brokers are stateless over shared storage"
+    return None
+
+
+def cells(args: argparse.Namespace) -> list[Cell]:
+    out = []
+    for target in args.targets:
+        for nemesis in args.nemeses:
+            for client in args.clients:
+                for seed in range(args.seeds):
+                    out.append(Cell(target, nemesis, client, seed, "valid", skip_reason(target, nemesis)))
+        if args.lossy:
+            for client in args.clients:
+                for seed in range(args.seeds):
+                    out.append(Cell(target, "lossy", client, seed, "loss"))
+    return out
+
+
+def options(cell: Cell, args: argparse.Namespace) -> RunOptions:
+    lossy = cell.nemesis == "lossy"
+    config = {**TARGET_CONFIG.get(cell.target, {}), **(LOSSY_CONFIG.get(cell.target, {}) if lossy else {})}
+    return RunOptions(
+        out=args.out / "histories", seed=cell.seed, duration=max(args.duration, 30.0) if lossy else args.duration,
+        rate=args.rate, schedule="lossy" if lossy else "random", nemeses=() if lossy else (cell.nemesis,),
+        interval=args.interval, fault_duration=args.fault_duration, client=cell.client,
+        partitions=1 if lossy else 2, consumers=0 if lossy else 2,
+        cluster_settings=dict(UNSAFE) if lossy else {}, target=cell.target, target_config=config,
+        run_id=cell.run_id, progress=False, check_budget=10)
+
+
+def run_cell(cell: Cell, args: argparse.Namespace) -> None:
+    t0 = time.monotonic()
+    try:
+        res = run(options(cell, args))
+    except (RunError, Exception) as exc:  # noqa: BLE001 - a cell that could not run is reported, not fatal
+        cell.result = {"exit": 2, "error": f"{type(exc).__name__}: {exc}", "wall_s": round(time.monotonic() - t0)}
+        return
+    verdict = res.verdict or {}
+    anomalies = verdict.get("anomalies", {})
+    cell.result = {
+        "exit": res.exit_code, "wall_s": round(time.monotonic() - t0), "stats": res.stats, "message": res.message,
+        "history": str(res.history) if res.history else None,
+        "counts": anomalies.get("counts", {}), "bad": anomalies.get("bad", []),
+        "cases": {k: v[:1] for k, v in anomalies.get("cases", {}).items()},
+        "final": res.final,
+    }
+
+
+def met(cell: Cell) -> bool:
+    r = cell.result
+    if cell.skip:
+        return True
+    if cell.expect == "valid":
+        return r.get("exit") == 0
+    return r.get("exit") == 1 and bool(LOSS & set(r.get("bad", [])))
+
+
+def faults_of(history: Path) -> list[dict[str, Any]]:
+    """The nemesis transitions of a run, in order (for 'the fault that preceded it')."""
+    out = []
+    for line in history.read_text().splitlines()[1:]:
+        op = json.loads(line)
+        if op.get("f") == "nemesis" and op.get("type") == "info":
+            out.append({"index": op["index"], "time_ns": op["time_ns"], **op["value"]})
+    return out
+
+
+def finding(cell: Cell) -> dict[str, Any] | None:
+    """A Jepsen-style write-up of a cell whose verdict is not the expected one (or of a loss, which is always
+    worth reading): the anomaly, the fault in effect or last ended before its first evidence, the minimal
+    evidence, and whether the run's settings allowed it."""
+    r = cell.result
+    if cell.skip or not r.get("counts"):
+        return None
+    history = Path(r["history"]) if r.get("history") else None
+    faults = faults_of(history) if history and history.exists() else []
+    out = {"run": cell.run_id, "target": cell.target, "nemesis": cell.nemesis, "client": cell.client,
+           "expected": cell.expect, "met": met(cell), "anomalies": []}
+    for name, count in sorted(r["counts"].items()):
+        case = (r.get("cases", {}).get(name) or [{}])[0]
+        first = _first_index(case)
+        before = [f for f in faults if first is not None and f["index"] < first]
+        out["anomalies"].append({
+            # Kafka promises no durability once unclean election may pick a replica outside the ISR: a loss there is
+            # what the settings allow, though the checker (which knows no Kafka settings) flags it
+            "anomaly": name, "count": count,
+            "allowed_by_settings": name not in r.get("bad", []) or (name in LOSS and cell.nemesis == "lossy"),
+            "preceding_fault": ({k: before[-1].get(k) for k in ("fault", "phase", "id", "broker", "leader",
+                                                                 "controller_id", "components") if k in before[-1]}
+                                if before else None),
+            "evidence": case})
+    return out
+
+
+def _first_index(case: dict[str, Any]) -> int | None:
+    """The history index of the earliest operation a case cites as evidence."""
+    found: list[int] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            if isinstance(x.get("index"), int) and "f" in x:
+                found.append(x["index"])
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(case)
+    return min(found) if found else None
+
+
+def write_tables(all_cells: list[Cell], out: Path, spark: dict[str, Any]) -> None:
+    findings = [f for f in (finding(c) for c in all_cells) if f]
+    doc = {"cells": [{"run": c.run_id, "target": c.target, "nemesis": c.nemesis, "client": c.client,
+                      "seed": c.seed, "expect": c.expect, "skip": c.skip, "met": met(c), **c.result}
+                     for c in all_cells], "findings": findings, "spark": spark}
+    (out / "matrix.json").write_text(json.dumps(doc, indent=1, default=str))
+    lines = ["| run | expected | verdict | sends ok/fail/info | faults (failed) | anomalies | wall s |",
+             "|---|---|---|---|---|---|---|"]
+    for c in all_cells:
+        r = c.result
+        if c.skip:
+            lines.append(f"| {c.run_id} | {c.expect} | skipped: {c.skip} | | | | |")
+            continue
+        s = r.get("stats", {})
+        verdict = {0: "valid", 1: "anomalies", 2: "could not run"}.get(r.get("exit"), "?")
+        mark = "" if met(c) else " **(unexpected)**"
+        lines.append(f"| {c.run_id} | {c.expect} | {verdict}{mark} | {s.get('ok')}/{s.get('fail')}/{s.get('info')} "
+                     f"| {s.get('faults')} ({s.get('faults_failed')}) | {r.get('counts') or ''} "
+                     f"{r.get('error', '')} | {r.get('wall_s')} |")
+    lines += ["", "## Findings", ""]
+    if not findings:
+        lines.append("No anomalies in any run.")
+    for f in findings:
+        lines.append(f"### {f['run']} (expected {f['expected']}; {'as expected' if f['met'] else 'UNEXPECTED'})")
+        for a in f["anomalies"]:
+            lines.append(f"- **{a['anomaly']}** × {a['count']} — "
+                         f"{'allowed by the run settings' if a['allowed_by_settings'] else 'not allowed by the settings'}"
+                         f"; preceding fault: `{json.dumps(a['preceding_fault'])}`")
+            lines.append(f"  - evidence: `{json.dumps(a['evidence'], default=str)[:700]}`")
+    (out / "matrix.md").write_text("\n".join(lines) + "\n")
+
+
+def spark_job(out: Path) -> dict[str, Any]:
+    hist = out / "histories"
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "reports", "spark", "--histories", str(hist / "*.jsonl"),
+                        "--out", str(out / "spark")], capture_output=True, text=True)
+    return {"exit": p.returncode, "wall_s": round(time.monotonic() - t0), "report": str(out / "spark" / "report.html"),
+            "tail": (p.stdout + p.stderr).strip().splitlines()[-3:]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", type=lambda s: tuple(s.split(",")), default=DEFAULT_TARGETS)
+    ap.add_argument("--nemeses", type=lambda s: tuple(s.split(",")), default=DEFAULT_NEMESES)
+    ap.add_argument("--clients", type=lambda s: tuple(s.split(",")), default=DEFAULT_CLIENTS)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--duration", type=parse_duration, default=60.0)
+    ap.add_argument("--interval", type=parse_duration, default=10.0)
+    ap.add_argument("--fault-duration", type=parse_duration, default=5.0)
+    ap.add_argument("--rate", type=float, default=100.0)
+    ap.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=True,
+                    help="add the lossy schedule (unclean election on, min.insync.replicas=1) per target and client")
+    ap.add_argument("--out", type=Path, default=Path("out/matrix"))
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    todo = cells(args)
+    t0 = time.monotonic()
+    for i, cell in enumerate(todo, 1):
+        if not cell.skip:
+            run_cell(cell, args)
+        r = cell.result
+        print(f"[{i}/{len(todo)} {time.monotonic() - t0:.0f}s] {cell.run_id}: "
+              f"{'skipped: ' + cell.skip if cell.skip else ('exit ' + str(r.get('exit')))} "
+              f"{r.get('counts') or ''} {'' if met(cell) else 'UNEXPECTED'} {r.get('error', '')}", flush=True)
+        write_tables(todo[:i], args.out, {})
+    spark = spark_job(args.out)
+    write_tables(todo, args.out, spark)
+    bad = [c.run_id for c in todo if not met(c)]
+    print(f"spark: exit {spark['exit']} in {spark['wall_s']}s: {spark['report']}")
+    print(f"matrix: {len(todo)} cells, {len(bad)} not as expected {bad[:10]}; {args.out / 'matrix.md'}")
+    return 1 if bad or spark["exit"] not in (0, 1) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
