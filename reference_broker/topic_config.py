@@ -20,6 +20,11 @@ TOPIC_CONFIGS: dict[str, str | None] = {
     "message.timestamp.type": None,
     "compression.type": None,
 }
+# Kafka's defaults of the stored-only topic configs (no broker setting of ours maps to them)
+STORED_DEFAULTS: dict[str, Any] = {"cleanup.policy": "delete", "retention.ms": 604_800_000, "retention.bytes": -1,
+                                   "message.timestamp.type": "CreateTime", "compression.type": "producer"}
+# config_source ids (DescribeConfigs / CreateTopics v5+): ConfigSource in Kafka's clients
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 NUMERIC_TOPIC_CONFIGS = {"min.insync.replicas", "max.message.bytes", "segment.bytes", "retention.ms",
                          "retention.bytes"}
 BOOL_TOPIC_CONFIGS = {"unclean.leader.election.enable"}
@@ -62,3 +67,33 @@ def topic_setting(configs: dict[str, str], broker_config: Any, key: str) -> Any:
             return str(configs[key]).lower() == "true"
         return configs[key]
     return broker_config[TOPIC_CONFIGS[key]]
+
+
+def config_text(value: Any) -> str | None:
+    """A config value as Kafka shows it (booleans lower-case)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def effective_topic_configs(configs: dict[str, str], broker_config: Any) -> list[tuple[str, str | None, int]]:
+    """(name, value, config_source) of every topic config this broker knows, sorted by name: the topic's override
+    (DYNAMIC_TOPIC_CONFIG), else the broker setting it maps to (STATIC_BROKER_CONFIG when set at start, else
+    DEFAULT_CONFIG), else Kafka's default. What DescribeConfigs (TOPIC) and CreateTopics v5+ answer
+    (ConfigHelper.createTopicConfigEntry; ConfigurationControlManager.computeEffectiveTopicConfigs)."""
+    from .config import DEFAULTS
+
+    out = []
+    for key in sorted(TOPIC_CONFIGS):
+        broker_key = TOPIC_CONFIGS[key]
+        if key in configs:
+            value, source = topic_setting(configs, broker_config, key), DYNAMIC_TOPIC_CONFIG
+        elif broker_key is not None:
+            value = broker_config[broker_key]
+            source = DEFAULT_CONFIG if value == DEFAULTS[broker_key][1] else STATIC_BROKER_CONFIG
+        else:
+            value, source = STORED_DEFAULTS.get(key), DEFAULT_CONFIG
+        out.append((key, config_text(value), source))
+    return out

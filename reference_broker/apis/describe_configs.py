@@ -10,7 +10,10 @@ Behavior (Kafka's ConfigHelper.describeConfigs):
 - BROKER (4): this broker's settings (name = its node id, or "" for the cluster default), source STATIC_BROKER_CONFIG
   when set at start, else DEFAULT_CONFIG; another broker's id → INVALID_REQUEST, as Kafka.
 - configuration_keys narrows the list (null: all); other resource types → INVALID_REQUEST. Nothing is sensitive,
-  synonyms and documentation are sent empty (GAPS.md).
+  synonyms and documentation are sent empty (GAPS.md). offset.metadata.max.bytes is shown (4096, DEFAULT_CONFIG):
+  the limit OffsetCommit enforces, fixed here.
+- error_message is "" for a described resource and for an unknown topic (Kafka leaves the field at its schema
+  default there), the reason for the others.
 """
 from __future__ import annotations
 
@@ -20,58 +23,41 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from ..config import DEFAULTS
 from ..registry import handles
-from ..topic_config import TOPIC_CONFIGS, topic_setting
+from ..topic_config import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, config_text, effective_topic_configs
+from .offset_commit import MAX_METADATA
 
 API_KEY = 32
 VERSIONS = (0, 4)
 
 TOPIC, BROKER = 2, 4
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+# settings the broker has but cannot be given (GAPS.md): shown as Kafka's defaults
+FIXED = {"offset.metadata.max.bytes": MAX_METADATA}
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST = 3, 42
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = Result.DescribeConfigsResourceResult
 
 
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _entry(name: str, value: Any, source: int, read_only: bool) -> Entry:
-    return Entry(name=name, value=_text(value), read_only=read_only, config_source=source,
+    return Entry(name=name, value=config_text(value), read_only=read_only, config_source=source,
                  is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=[], config_type=0,
                  documentation=None)
-
-
-# Kafka's defaults of the stored-only topic configs (no broker setting of ours maps to them)
-STORED_DEFAULTS = {"cleanup.policy": "delete", "retention.ms": 604_800_000, "retention.bytes": -1,
-                   "message.timestamp.type": "CreateTime", "compression.type": "producer"}
-
-
-def _topic_value(b, configs: dict[str, str], key: str) -> Any:
-    if key in configs or TOPIC_CONFIGS[key] is not None:
-        return topic_setting(configs, b.config, key)
-    return STORED_DEFAULTS.get(key)
 
 
 def _topic(b, name: str) -> tuple[int, str | None, list[Entry]]:
     t = b.image.topics.get(name)
     if t is None:
-        return UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist", []
-    return 0, None, [_entry(k, _topic_value(b, t.configs, k),
-                            DYNAMIC_TOPIC_CONFIG if k in t.configs else DEFAULT_CONFIG, False)
-                     for k in sorted(TOPIC_CONFIGS)]
+        return UNKNOWN_TOPIC_OR_PARTITION, "", []   # Kafka sets no message here: the schema default ""
+    return 0, "", [_entry(k, v, source, False) for k, v, source in effective_topic_configs(t.configs, b.config)]
 
 
 def _broker(b, name: str) -> tuple[int, str | None, list[Entry]]:
     if name not in ("", str(b.node_id)):
         return INVALID_REQUEST, f"unexpected broker id, expected {b.node_id} or empty string, but received {name}", []
     values = b.config.as_dict()
-    return 0, None, [_entry(k, v, DEFAULT_CONFIG if k in DEFAULTS and v == DEFAULTS[k][1] else STATIC_BROKER_CONFIG, True)
-                     for k, v in sorted(values.items())]
+    entries = [_entry(k, v, DEFAULT_CONFIG if k in DEFAULTS and v == DEFAULTS[k][1] else STATIC_BROKER_CONFIG, True)
+               for k, v in values.items()]
+    entries += [_entry(k, v, DEFAULT_CONFIG, True) for k, v in FIXED.items()]
+    return 0, "", sorted(entries, key=lambda e: e.name)
 
 
 @handles(DescribeConfigsRequest, DescribeConfigsResponse, VERSIONS)

@@ -9,6 +9,9 @@ Behavior:
   with NOT_ENOUGH_REPLICAS before appending; when the ISR shrinks below it after the append, the batch answers
   NOT_ENOUGH_REPLICAS_AFTER_APPEND once the HW passes it (or REQUEST_TIMED_OUT: the HW is held below min ISR,
   KAFKA-15583). Only the partition's leader appends: others answer NOT_LEADER_OR_FOLLOWER.
+- error_message is null unless the request's records cannot be read as one v2 batch (INVALID_RECORD,
+  CORRUPT_MESSAGE: the reason, as Kafka reports these before appending); what the log refuses carries none
+  (ReplicaManager.LogAppendResult.errorMessage: NOT_ENOUGH_REPLICAS, MESSAGE_TOO_LARGE, a CRC mismatch, ...).
 - Each partition carries exactly one record batch v2 (ProduceRequest v3+ rule): zero or several batches, or an
   older magic, is INVALID_RECORD; a CRC32C mismatch is CORRUPT_MESSAGE; a batch above ``message.max.bytes`` is
   MESSAGE_TOO_LARGE (topic max.message.bytes, else broker message.max.bytes); a client write to an internal topic is INVALID_TOPIC_EXCEPTION. Nothing of a rejected batch
@@ -54,8 +57,8 @@ def validate_batch(records, max_bytes: int) -> tuple[int, str | None, B.BatchHea
         return E.InvalidRecordError.errno, "record batch with no records", None
     try:
         h = B.validate(records)
-    except B.InvalidBatch as e:
-        return E.CorruptRecordError.errno, str(e), None
+    except B.InvalidBatch:
+        return E.CorruptRecordError.errno, None, None   # LogValidator's CRC check: no message reaches the client
     if h.is_transactional or h.is_control:
         return INVALID_TXN_STATE, "transactions are not supported by the reference broker", None
     return 0, None, h
@@ -111,6 +114,9 @@ async def handle(ctx, req):
                 results[(s.topic, s.partition_index)][2] = s.message
     by_topic: dict[str, list] = {}
     for (topic, idx), (err, base, msg) in results.items():
+        if err not in (E.InvalidRecordError.errno, E.CorruptRecordError.errno):
+            msg = None      # Kafka: LogAppendResult.errorMessage is null unless a record failed validation
+
         p = b.partition(topic, idx)
         by_topic.setdefault(topic, []).append(PartResp(
             index=idx, error_code=err, base_offset=base, log_append_time_ms=-1,

@@ -1,0 +1,117 @@
+"""Answer fields the differential mode (``python -m conformance.diff``) found the reference broker answering unlike
+Apache Kafka 4.4.0, each pinned to what Kafka answered (the values below are Kafka's answers to the same requests)."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from conformance.wire import Wire, record_batch
+from fixtures.reference import ReferenceTarget
+
+MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 10, 2, 3
+# Kafka 4.4.0's CreateTopics v7 answer for a topic with retention.ms=1000 (the configs the reference knows)
+KAFKA_CREATED = {"cleanup.policy": ("delete", 5), "compression.type": ("producer", 5),
+                 "max.message.bytes": ("1048588", 5), "message.timestamp.type": ("CreateTime", 5),
+                 "retention.bytes": ("-1", 5), "retention.ms": ("1000", 1), "segment.bytes": ("1073741824", 5),
+                 "unclean.leader.election.enable": ("false", 5)}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceTarget]:
+    with ReferenceTarget({"memory": "true"}, work_dir=tmp_path_factory.mktemp("shapes")) as t:
+        yield t
+
+
+def run(bootstrap: str, body: Any) -> Any:
+    async def go() -> Any:
+        w = await Wire.connect(bootstrap)
+        try:
+            return await body(w)
+        finally:
+            await w.close()
+    return asyncio.run(go())
+
+
+def test_find_coordinator_error_message(broker: ReferenceTarget) -> None:
+    """v1-v3 answer error_message "NONE" on success (KafkaApis: Errors.message()), v4 "" per key; an empty group id
+    is a key like any other."""
+    async def body(w: Wire) -> tuple[Any, Any, Any]:
+        v3 = (await w.request("FindCoordinator", FindCoordinatorRequest(key="g1", key_type=0), version=3)).body
+        empty = (await w.request("FindCoordinator", FindCoordinatorRequest(key="", key_type=0), version=3)).body
+        v4 = (await w.request("FindCoordinator", FindCoordinatorRequest(key_type=0, coordinator_keys=["g1"]),
+                              version=4)).body
+        return v3, empty, v4
+    v3, empty, v4 = run(broker.bootstrap, body)
+    assert (v3.error_code, v3.error_message) == (0, "NONE"), v3
+    assert (empty.error_code, empty.error_message) == (0, "NONE"), empty
+    assert (v4.coordinators[0].error_code, v4.coordinators[0].error_message) == (0, ""), v4
+
+
+def test_produce_error_message_only_for_unreadable_records(broker: ReferenceTarget) -> None:
+    """A batch the log refuses (MESSAGE_TOO_LARGE) has no error_message; records that are no batch at all do."""
+    async def body(w: Wire) -> tuple[Any, Any]:
+        topic = await w.create_topic(configs={"max.message.bytes": "200"})
+        big = await w.request("Produce", w.produce_request(topic, 0, record_batch([b"x" * 500])))
+        junk = await w.request("Produce", w.produce_request(topic, 0, b"garbage-not-a-batch-at-all-" + b"x" * 40))
+        return big.body.responses[0].partition_responses[0], junk.body.responses[0].partition_responses[0]
+    big, junk = run(broker.bootstrap, body)
+    assert (big.error_code, big.error_message) == (MESSAGE_TOO_LARGE, None), big
+    assert junk.error_code == CORRUPT_MESSAGE and junk.error_message, junk
+
+
+def test_describe_configs_messages_and_offset_metadata_limit(broker: ReferenceTarget) -> None:
+    """error_message "" for a described broker and an unknown topic (Kafka leaves the schema default);
+    offset.metadata.max.bytes is reported (4096, DEFAULT_CONFIG, read-only)."""
+    R = DescribeConfigsRequest.DescribeConfigsResource
+
+    async def body(w: Wire) -> Any:
+        req = DescribeConfigsRequest(resources=[
+            R(resource_type=4, resource_name="0", configuration_keys=["offset.metadata.max.bytes"]),
+            R(resource_type=2, resource_name="no-such-topic", configuration_keys=None)],
+            include_synonyms=False, include_documentation=False)
+        return (await w.request("DescribeConfigs", req)).body.results
+    described, unknown = run(broker.bootstrap, body)
+    assert (described.error_code, described.error_message) == (0, ""), described
+    assert [(c.name, c.value, c.config_source, c.read_only) for c in described.configs] == [
+        ("offset.metadata.max.bytes", "4096", 5, True)], described
+    assert (unknown.error_code, unknown.error_message) == (UNKNOWN_TOPIC_OR_PARTITION, ""), unknown
+
+
+def test_create_topics_answers_every_effective_config(broker: ReferenceTarget) -> None:
+    """CreateTopics v5+ answers every topic config with value and source, sorted by name (KIP-525), not only the
+    overrides; also for validate_only."""
+    T = CreateTopicsRequest.CreatableTopic
+
+    async def body(w: Wire) -> list[Any]:
+        out = []
+        for validate in (False, True):
+            req = CreateTopicsRequest(topics=[T(name=f"shapes-{validate}", num_partitions=2, replication_factor=1,
+                                                assignments=[], configs=[T.CreatableTopicConfig(name="retention.ms",
+                                                                                                value="1000")])],
+                                      timeout_ms=10000, validate_only=validate)
+            out.append((await w.request("CreateTopics", req, version=7)).body.topics[0])
+        return out
+    for t in run(broker.bootstrap, body):
+        assert (t.error_code, t.num_partitions, t.replication_factor) == (0, 2, 1), t
+        got = {c.name: (c.value, c.config_source) for c in t.configs}
+        assert [c.name for c in t.configs] == sorted(got), "Kafka sorts the configs by name"
+        assert {k: got.get(k) for k in KAFKA_CREATED} == KAFKA_CREATED, got
+
+
+
+def test_create_topics_refused_topic_has_empty_configs(broker: ReferenceTarget) -> None:
+    """A topic CreateTopics refuses has configs [] (not null), -1 partitions and replication factor (Kafka 4.4.0
+    for an existing or an invalid name)."""
+    T = CreateTopicsRequest.CreatableTopic
+
+    async def body(w: Wire) -> Any:
+        req = CreateTopicsRequest(topics=[T(name="bad name!", num_partitions=1, replication_factor=1, assignments=[],
+                                            configs=[])], timeout_ms=10000, validate_only=False)
+        return (await w.request("CreateTopics", req, version=7)).body.topics[0]
+    t = run(broker.bootstrap, body)
+    assert (t.error_code, t.num_partitions, t.replication_factor, t.configs) == (17, -1, -1, []), t
