@@ -115,3 +115,21 @@ def test_create_topics_refused_topic_has_empty_configs(broker: ReferenceTarget) 
         return (await w.request("CreateTopics", req, version=7)).body.topics[0]
     t = run(broker.bootstrap, body)
     assert (t.error_code, t.num_partitions, t.replication_factor, t.configs) == (17, -1, -1, []), t
+
+
+def test_offset_commit_unknown_partitions_answered_before_the_group(broker: ReferenceTarget) -> None:
+    """A partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION whatever the group would say; a commit naming
+    only such partitions does not reach the group, so no simple group is created (Kafka 4.4.0: 3, 3 / 3, 22 / Dead)."""
+    async def body(w: Wire) -> tuple[Any, Any, Any, str]:
+        topic = await w.create_topic()
+        c = await w.coordinator("shapes-g1")
+        only_unknown = await c.offset_commit("shapes-g1", {(topic, 5): (1, None), ("no-such-topic", 0): (1, None)},
+                                             generation=5, member_id="m")
+        mixed = await c.offset_commit("shapes-g1", {(topic, 0): (1, None), (topic, 5): (1, None)}, generation=5,
+                                      member_id="m")
+        assert await c.offset_commit("shapes-g2", {(topic, 5): (1, None)}) == {(topic, 5): 3}
+        return topic, only_unknown, mixed, (await c.describe_group("shapes-g2")).group_state
+    topic, only_unknown, mixed, state = run(broker.bootstrap, body)
+    assert only_unknown == {(topic, 5): 3, ("no-such-topic", 0): 3}, only_unknown
+    assert mixed == {(topic, 0): 22, (topic, 5): 3}, mixed
+    assert state == "Dead", f"a commit of only unknown partitions created group shapes-g2 ({state})"
