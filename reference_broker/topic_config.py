@@ -43,18 +43,43 @@ def topic_name_error(name: str) -> str | None:
     return None
 
 
-def config_error(configs: dict[str, str]) -> str | None:
-    """Why a CreateTopics config set is invalid (INVALID_CONFIG), or None."""
+INT32, INT64 = (-(1 << 31), (1 << 31) - 1), (-(1 << 63), (1 << 63) - 1)
+# Kafka 4.x LogConfig validators of the configs above: (type range, at least) and the allowed words.
+NUMERIC_RANGES: dict[str, tuple[tuple[int, int], int | None]] = {
+    "min.insync.replicas": (INT32, 1), "max.message.bytes": (INT32, 0), "segment.bytes": (INT32, 1 << 20),
+    "retention.ms": (INT64, -1), "retention.bytes": (INT64, None)}
+CHOICES = {"message.timestamp.type": ("CreateTime", "LogAppendTime"),
+           "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")}
+CLEANUP_POLICIES = ("compact", "delete")
+
+
+def config_error(configs: dict[str, str | None]) -> str | None:
+    """Why a CreateTopics config set is invalid (INVALID_CONFIG), or None: Kafka 4.x LogConfig's validators (types,
+    ranges — segment.bytes at least 1 MiB since 4.0 —, allowed words) for the configs this broker knows."""
     for key, value in configs.items():
         if key not in TOPIC_CONFIGS:
             return f"Unknown topic config name: {key}"
-        if key in NUMERIC_TOPIC_CONFIGS:
+        if value is None:
+            return f"Null value not supported for topic configs: {key}"
+        text = str(value).strip()
+        if key in NUMERIC_RANGES:
+            (lo, hi), least = NUMERIC_RANGES[key]
             try:
-                int(value)
-            except (TypeError, ValueError):
-                return f"Invalid value {value} for configuration {key}"
-        if key in BOOL_TOPIC_CONFIGS and str(value).lower() not in ("true", "false"):
-            return f"Invalid value {value} for configuration {key}: expected true or false"
+                n = int(text)
+            except ValueError:
+                n = None
+            if n is None or not lo <= n <= hi:
+                return f"Invalid value {value} for configuration {key}: Not a number of type " + (
+                    "INT" if hi == INT32[1] else "LONG")
+            if least is not None and n < least:
+                return f"Invalid value {value} for configuration {key}: Value must be at least {least}"
+        elif key in BOOL_TOPIC_CONFIGS and text.lower() not in ("true", "false"):
+            return f"Invalid value {value} for configuration {key}: Expected value to be either true or false"
+        elif key in CHOICES and text not in CHOICES[key]:
+            return f"Invalid value {value} for configuration {key}: String must be one of: {', '.join(CHOICES[key])}"
+        elif key == "cleanup.policy" and any(p.strip() not in CLEANUP_POLICIES for p in text.split(",") if p.strip()):
+            return (f"Invalid value {value} for configuration {key}: String must be one of: "
+                    f"{', '.join(CLEANUP_POLICIES)}")
     return None
 
 

@@ -133,3 +133,32 @@ def test_offset_commit_unknown_partitions_answered_before_the_group(broker: Refe
     assert only_unknown == {(topic, 5): 3, ("no-such-topic", 0): 3}, only_unknown
     assert mixed == {(topic, 0): 22, (topic, 5): 3}, mixed
     assert state == "Dead", f"a commit of only unknown partitions created group shapes-g2 ({state})"
+
+
+# (config, value, Kafka 4.4.0's CreateTopics error code): LogConfig's validators
+CONFIG_CASES = [("segment.bytes", "1048575", 40), ("segment.bytes", "1048576", 0), ("segment.bytes", "x", 40),
+                ("min.insync.replicas", "0", 40), ("min.insync.replicas", "99999999999", 40),
+                ("max.message.bytes", "-1", 40), ("max.message.bytes", "0", 0), ("retention.ms", "-2", 40),
+                ("retention.ms", "-1", 0), ("retention.bytes", "-5", 0), ("cleanup.policy", "bogus", 40),
+                ("cleanup.policy", "compact, delete", 0), ("cleanup.policy", "", 0),
+                ("message.timestamp.type", "x", 40), ("compression.type", "x", 40), ("compression.type", "gzip", 0),
+                ("unclean.leader.election.enable", "maybe", 40), ("unclean.leader.election.enable", "TRUE", 0),
+                ("segment.bytes", None, 40), ("no.such.config", "1", 40)]
+
+
+def test_create_topics_validates_configs_as_kafka(broker: ReferenceTarget) -> None:
+    """Topic configs are checked with Kafka 4.x LogConfig's types, ranges and words (validate_only)."""
+    T = CreateTopicsRequest.CreatableTopic
+
+    async def body(w: Wire) -> list[int]:
+        out = []
+        for i, (key, value, _) in enumerate(CONFIG_CASES):
+            req = CreateTopicsRequest(topics=[T(name=f"cfg-{i}", num_partitions=1, replication_factor=1,
+                                                assignments=[], configs=[T.CreatableTopicConfig(name=key,
+                                                                                                value=value)])],
+                                      timeout_ms=10000, validate_only=True)
+            out.append((await w.request("CreateTopics", req, version=7)).body.topics[0].error_code)
+        return out
+    got = run(broker.bootstrap, body)
+    wrong = [(k, v, code, want) for (k, v, want), code in zip(CONFIG_CASES, got, strict=True) if code != want]
+    assert not wrong, f"(config, value, reference, Kafka): {wrong}"
