@@ -162,3 +162,14 @@ def test_create_topics_validates_configs_as_kafka(broker: ReferenceTarget) -> No
     got = run(broker.bootstrap, body)
     wrong = [(k, v, code, want) for (k, v, want), code in zip(CONFIG_CASES, got, strict=True) if code != want]
     assert not wrong, f"(config, value, reference, Kafka): {wrong}"
+
+
+def test_delete_records_refused_on_compacted_topics(broker: ReferenceTarget) -> None:
+    """DeleteRecords on a topic whose cleanup.policy lacks "delete" is POLICY_VIOLATION (44), also for offsets that
+    would be out of range; "compact,delete" allows it (Kafka 4.4.0, found by the differential machine)."""
+    async def body(w: Wire) -> list[tuple[int, int]]:
+        compact = await w.create_topic(configs={"cleanup.policy": "compact"})
+        both = await w.create_topic(configs={"cleanup.policy": "compact,delete"})
+        return [await w.delete_records(compact, 0, 0), await w.delete_records(compact, 0, 5),
+                await w.delete_records(both, 0, 0)]
+    assert run(broker.bootstrap, body) == [(44, -1), (44, -1), (0, 0)]
