@@ -232,16 +232,26 @@ def run_machine(a: str, b: str, profile: str, out: Path, tally: Tally, examples:
 
 
 @contextlib.contextmanager
-def started(target: Target, label: str) -> Iterator[Target]:
+def started(targets: dict[str, Target]) -> Iterator[dict[str, Target]]:
+    """Both targets started at once (each is a process or two to wait for), both stopped whatever happens."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def start(side: str) -> str | None:
+        try:
+            targets[side].start()
+            return None
+        except TargetError as exc:
+            return f"target {side} ({targets[side].name}) did not start: {exc}"
+
     try:
-        target.start()
-    except TargetError as exc:
-        target.stop()
-        raise UsageError(f"target {label} ({target.name}) did not start: {exc}") from None
-    try:
-        yield target
+        with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+            problems = [p for p in pool.map(start, targets) if p]
+        if problems:
+            raise UsageError("; ".join(problems))
+        yield targets
     finally:
-        target.stop()
+        for t in targets.values():
+            t.stop()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -255,8 +265,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(read_conversations(path))} conversations in {path}")
         return 0
     t0 = time.monotonic()
-    with started(targets["a"], "a") as ta, started(targets["b"], "b") as tb:
-        boot = {"a": ta.bootstrap, "b": tb.bootstrap}
+    with started(targets):
+        boot = {side: t.bootstrap for side, t in targets.items()}
         settings = {}
         for side in ("a", "b"):
             try:

@@ -124,6 +124,7 @@ class DiffMachine(RuleBasedStateMachine):
         self.member_id: dict[str, list[str]] = {}
         self.generation: list[int] = [-1, -1]
         self.active: list[str] = []
+        self.created = 0
         self.partition_count: dict[str, int] = {}
 
     # -- plumbing -------------------------------------------------------------------------------------------
@@ -225,7 +226,7 @@ class DiffMachine(RuleBasedStateMachine):
     def first_topic(self, partitions: int) -> str:
         return self._create(partitions, {})
 
-    @precondition(lambda self: len(self.partition_count) < 3)
+    @precondition(lambda self: self.created < 3)      # attempts, not successes: what hypothesis draws stays ours
     @rule(target=topics, partitions=st.integers(1, 3),
           configs=st.sampled_from([{}, {"cleanup.policy": "compact"}, {"retention.ms": "-1"},
                                    {"max.message.bytes": "2048"}, {"segment.bytes": "1"}]))
@@ -233,6 +234,7 @@ class DiffMachine(RuleBasedStateMachine):
         return self._create(partitions, configs)
 
     def _create(self, partitions: int, configs: dict[str, str]) -> str:
+        self.created += 1
         name = f"{self.prefix}-t{next(self.count)}"
         a, b = self.both("create_topic", lambda s, w: w.create_topic_code(name, partitions, -1, configs))
         if a[0] == 0 and b[0] == 0:
@@ -312,8 +314,7 @@ class DiffMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.active) < 3)
     @rule(target=members)
     def join(self) -> str:
-        """A new member asks for a member id (KIP-394), then the whole group rebalances: every active member
-        rejoins at once and the leader syncs an assignment naming each member."""
+        """A new member asks for a member id (KIP-394), then the group rebalances with it (see _rebalance)."""
         name = f"m{next(self.count)}"
         self.member_conn[name] = self._connect_both()
         self.member_id[name] = ["", ""]
@@ -322,20 +323,30 @@ class DiffMachine(RuleBasedStateMachine):
         for side, j in enumerate(first):
             if isinstance(j, ops.Joined):
                 self.member_id[name][side] = j.member_id
+        self._rebalance(first=name)
         self.active.append(name)
-        self._rebalance()
         return name
 
-    def _rebalance(self) -> None:
-        names = list(self.active)
-        if not names:
+    def _rebalance(self, first: str | None = None) -> None:
+        """One rebalance in an order both targets see alike: ``first`` (a new member) joins and parks, and once
+        DescribeGroups says PreparingRebalance (asked with the log paused) every other active member rejoins; then
+        the leader syncs an assignment naming each member and the others sync. Concurrent joins would arrive in
+        whatever order the network makes, and a join phase completes differently when a member is a moment late."""
+        rest = [n for n in self.active if n != first]
+        if first is None and not rest:
             return
 
         async def act(side: int, _w: Wire) -> Any:
-            # one JoinGroup per member, sent in this order on both targets (so exchanges pair up), answered together
-            joined = await asyncio.gather(*(ops.join(self.member_conn[n][side], self.group,
-                                                     member_id=self.member_id[n][side], session_ms=30_000,
-                                                     rebalance_ms=10_000, timeout=20) for n in names))
+            def join(n: str) -> Any:
+                return ops.join(self.member_conn[n][side], self.group, member_id=self.member_id[n][side],
+                                session_ms=30_000, rebalance_ms=10_000, timeout=20)
+            parked = asyncio.ensure_future(join(first)) if first else None
+            if parked is not None and rest:
+                await self._until_preparing(side, parked)
+            joined = list(await asyncio.gather(*(join(n) for n in rest)))
+            names = ([first] if first else []) + rest
+            if parked is not None:
+                joined.insert(0, await parked)
             for n, j in zip(names, joined, strict=True):
                 if j.member_id:
                     self.member_id[n][side] = j.member_id
@@ -345,6 +356,18 @@ class DiffMachine(RuleBasedStateMachine):
                                             self.member_id[n][side], assign if j.member_id == j.leader else None,
                                             timeout=20) for n, j in zip(names, joined, strict=True)))
         self.both("rebalance", act)
+
+    async def _until_preparing(self, side: int, parked: asyncio.Future[Any]) -> None:
+        log = self.logs[side]
+        log.paused = True
+        try:
+            for _ in range(100):
+                if parked.done() or (await ops.describe_group(self.admin[side], self.group)).state == \
+                        "PreparingRebalance":
+                    return
+                await asyncio.sleep(0.02)
+        finally:
+            log.paused = False
 
     @rule(name=members, stale=st.booleans())
     def heartbeat(self, name: str, stale: bool) -> None:
