@@ -10,7 +10,7 @@ import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from conformance.wire import Wire, record_batch
+from conformance.wire import Wire, keyed_batch, record_batch
 from fixtures.reference import ReferenceTarget
 
 MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 10, 2, 3
@@ -173,3 +173,40 @@ def test_delete_records_refused_on_compacted_topics(broker: ReferenceTarget) -> 
         return [await w.delete_records(compact, 0, 0), await w.delete_records(compact, 0, 5),
                 await w.delete_records(both, 0, 0)]
     assert run(broker.bootstrap, body) == [(44, -1), (44, -1), (0, 0)]
+
+
+def test_produce_records_that_are_not_one_batch(broker: ReferenceTarget) -> None:
+    """Kafka 4.4.0's answers (error, message present) to records that are not one good v2 batch, for a topic that
+    exists and one that does not: only an unknown magic is refused first and with a message."""
+    import struct
+
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    one = keyed_batch([b"v"])
+    crc = bytearray(one)
+    crc[-1] ^= 0xFF
+    longer = bytearray(one)
+    longer[8:12] = struct.pack(">i", len(one) + 100)
+    legacy = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    legacy.append(0, timestamp=1, key=None, value=b"x")
+    kinds = {"garbage": b"not a record batch at all, " * 3, "two batches": one + one, "empty": b"",
+             "crc": bytes(crc), "magic 1": bytes(legacy.build()), "partial": one[:30], "tiny": b"abcdefghij",
+             "claims more": bytes(longer), "one + 2 bytes": one + b"zz"}
+    kafka = {(True, "garbage"): (2, True), (True, "two batches"): (87, False), (True, "empty"): (87, False),
+             (True, "crc"): (2, False), (True, "magic 1"): (87, False), (True, "partial"): (87, False),
+             (True, "tiny"): (87, False), (True, "claims more"): (87, False), (True, "one + 2 bytes"): (0, False),
+             (False, "garbage"): (2, True)}
+
+    async def body(w: Wire) -> dict[tuple[bool, str], tuple[int, bool]]:
+        topic = await w.create_topic()
+        out = {}
+        for exists in (True, False):
+            for kind, records in kinds.items():
+                r = await w.request("Produce", w.produce_request(topic if exists else "no-such-topic", 0, records,
+                                                                 1))
+                p = r.body.responses[0].partition_responses[0]
+                out[(exists, kind)] = (p.error_code, p.error_message is not None)
+        return out
+    got = run(broker.bootstrap, body)
+    want = {(exists, kind): kafka.get((exists, kind), (3, False)) for exists in (True, False) for kind in kinds}
+    assert got == want, {k: (got[k], want[k]) for k in got if got[k] != want[k]}
