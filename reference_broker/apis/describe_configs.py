@@ -7,8 +7,9 @@ Behavior (Kafka's ConfigHelper.describeConfigs):
 - TOPIC (2): the topic-level configs the broker honours (topic_config.TOPIC_CONFIGS), each the topic's override
   (source DYNAMIC_TOPIC_CONFIG) or the broker default it maps to (DEFAULT_CONFIG); unknown topic →
   UNKNOWN_TOPIC_OR_PARTITION.
-- BROKER (4): this broker's settings (name = its node id, or "" for the cluster default), source STATIC_BROKER_CONFIG
-  when set at start, else DEFAULT_CONFIG; another broker's id → INVALID_REQUEST, as Kafka.
+- BROKER (4): this broker's settings (name = its node id), source STATIC_BROKER_CONFIG when set at start, else
+  DEFAULT_CONFIG; "" (the cluster's dynamic defaults) is empty: no dynamic configs here (GAPS.md); another broker's
+  id → INVALID_REQUEST, as Kafka.
 - configuration_keys narrows the list (null: all); other resource types → INVALID_REQUEST. Nothing is sensitive,
   synonyms and documentation are sent empty (GAPS.md). offset.metadata.max.bytes is shown (4096, DEFAULT_CONFIG):
   the limit OffsetCommit enforces, fixed here.
@@ -53,6 +54,9 @@ def _topic(b, name: str) -> tuple[int, str | None, list[Entry]]:
 def _broker(b, name: str) -> tuple[int, str | None, list[Entry]]:
     if name not in ("", str(b.node_id)):
         return INVALID_REQUEST, f"unexpected broker id, expected {b.node_id} or empty string, but received {name}", []
+    if name == "":
+        # the cluster-wide dynamic defaults (DynamicBrokerConfig.currentDynamicDefaultConfigs): there are none here
+        return 0, "", []
     values = b.config.as_dict()
     entries = [_entry(k, v, DEFAULT_CONFIG if k in DEFAULTS and v == DEFAULTS[k][1] else STATIC_BROKER_CONFIG, True)
                for k, v in values.items()]

@@ -210,3 +210,34 @@ def test_produce_records_that_are_not_one_batch(broker: ReferenceTarget) -> None
     got = run(broker.bootstrap, body)
     want = {(exists, kind): kafka.get((exists, kind), (3, False)) for exists in (True, False) for kind in kinds}
     assert got == want, {k: (got[k], want[k]) for k in got if got[k] != want[k]}
+
+
+def test_delete_topics_cluster_defaults_and_validate_only_ids(broker: ReferenceTarget) -> None:
+    """Kafka 4.4.0: DeleteTopics errors carry their text (null on success); DescribeConfigs of the cluster default
+    broker resource "" lists only dynamic defaults (none here); a validate_only CreateTopics still answers a topic
+    id (a fresh one, not kept)."""
+    from kafka.protocol.admin import DeleteTopicsRequest
+
+    D = DeleteTopicsRequest.DeleteTopicState
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    T = CreateTopicsRequest.CreatableTopic
+
+    async def body(w: Wire) -> tuple[list[Any], Any, Any]:
+        topic = await w.create_topic()
+        deleted = []
+        for name in (topic, topic):
+            r = await w.request("DeleteTopics", DeleteTopicsRequest(topics=[D(name=name, topic_id=None)],
+                                                                    timeout_ms=10000), version=6)
+            deleted.append(r.body.responses[0])
+        cluster = (await w.request("DescribeConfigs", DescribeConfigsRequest(
+            resources=[R(resource_type=4, resource_name="", configuration_keys=None)], include_synonyms=False,
+            include_documentation=False))).body.results[0]
+        validated = (await w.request("CreateTopics", CreateTopicsRequest(topics=[T(
+            name="shapes-validated", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+            timeout_ms=10000, validate_only=True), version=7)).body.topics[0]
+        return deleted, cluster, validated
+    (gone, again), cluster, validated = run(broker.bootstrap, body)
+    assert (gone.error_code, gone.error_message) == (0, None) and gone.topic_id is not None, gone
+    assert again.error_code == UNKNOWN_TOPIC_OR_PARTITION and again.error_message, again
+    assert (cluster.error_code, cluster.error_message, cluster.configs) == (0, "", []), cluster
+    assert validated.error_code == 0 and validated.topic_id is not None, validated

@@ -13,6 +13,7 @@ Behavior:
 """
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
 from kafka import errors as E
@@ -57,8 +58,12 @@ async def handle(ctx, req):
             rf = t.replication_factor if t.replication_factor != -1 else c.config["default.replication.factor"]
         else:
             partitions = rf = -1
+        if created and topic is not None and not req.validate_only:
+            topic_id = topic.topic_id
+        else:   # ReplicationControlManager draws the id before it looks at validate_only: a fresh one, not kept
+            topic_id = uuid.UUID(int=c.rng.getrandbits(128)) if created else None
         results.append(Result(
-            name=t.name, topic_id=topic.topic_id if created and topic is not None else None, error_code=err,
+            name=t.name, topic_id=topic_id, error_code=err,
             error_message=msg, num_partitions=partitions, replication_factor=rf,
             configs=[Result.CreatableTopicConfigs(name=k, value=v, read_only=False, config_source=source,
                                                   is_sensitive=False)
