@@ -26,6 +26,14 @@ from typing import Any, ClassVar
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, precondition, rule
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    DeleteGroupsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+)
+from kafka.protocol.consumer import JoinGroupRequest, OffsetDeleteRequest
+from kafka.protocol.producer import InitProducerIdRequest
 
 from conformance.properties import ops
 from conformance.wire import GZIP, Wire, keyed_batch
@@ -190,11 +198,21 @@ class DiffMachine(RuleBasedStateMachine):
             type(self).failed_fields = failed
         assert not problems, "the targets answered differently:\n" + "\n".join(problems[:12])
 
-    def _ready(self, topic: str, partitions: int) -> None:
-        """Wait until both targets serve every partition of a new topic (log paused: timing, not behaviour)."""
-        for log in self.logs:
+    @contextlib.contextmanager
+    def _unlogged(self, *sides: int) -> Any:
+        """Requests that wait for both targets to settle (timing, not behaviour): not logged, not compared."""
+        logs = [self.logs[s] for s in sides or (0, 1)]
+        for log in logs:
             log.paused = True
         try:
+            yield
+        finally:
+            for log in logs:
+                log.paused = False
+
+    def _ready(self, topic: str, partitions: int) -> None:
+        """Wait until both targets serve every partition of a new topic (log paused: timing, not behaviour)."""
+        with self._unlogged():
             async def ready(w: Wire) -> None:
                 for _ in range(int(READY_TIMEOUT_S / 0.05)):
                     _, parts = await ops.metadata(w, [topic])
@@ -207,9 +225,6 @@ class DiffMachine(RuleBasedStateMachine):
             async def two() -> None:
                 await asyncio.gather(ready(self.admin[0]), ready(self.admin[1]))
             self._run(two())
-        finally:
-            for log in self.logs:
-                log.paused = False
 
     def teardown(self) -> None:
         """Close both targets' connections and the loop; safe to call twice."""
@@ -293,6 +308,87 @@ class DiffMachine(RuleBasedStateMachine):
         names = topics_ + ([f"{self.prefix}-missing"] if unknown else [])
         self.both("metadata", lambda s, w: w.metadata(names))
 
+    @rule(kind=st.sampled_from(["illegal name", "long name", "dot", "zero partitions", "rf 2", "validate only",
+                                "duplicate"]))
+    def create_odd_topic(self, kind: str) -> None:
+        """CreateTopics that Kafka refuses or only validates (names, counts, replication factor)."""
+        T = CreateTopicsRequest.CreatableTopic
+        name = {"illegal name": f"{self.prefix} bad!", "long name": f"{self.prefix}-" + "x" * 240,
+                "dot": "."}.get(kind, f"{self.prefix}-odd{next(self.count)}")
+        partitions, rf = {"zero partitions": (0, 1), "rf 2": (1, 2)}.get(kind, (1, -1))
+        topics = [T(name=name, num_partitions=partitions, replication_factor=rf, assignments=[], configs=[])]
+        req = CreateTopicsRequest(topics=topics * (2 if kind == "duplicate" else 1), timeout_ms=10_000,
+                                  validate_only=kind == "validate only")
+        self.both("create_odd_topic", lambda s, w: w.request("CreateTopics", req, version=7))
+
+    @rule(topic=topics)
+    def delete_topic(self, topic: str) -> None:
+        """DeleteTopics (also of a topic already deleted); waits, unlogged, until both targets forgot it."""
+        req = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=topic, topic_id=None)],
+                                  timeout_ms=10_000)
+        self.both("delete_topic", lambda s, w: w.request("DeleteTopics", req, version=6))
+        with self._unlogged():
+            async def gone(w: Wire) -> None:
+                for _ in range(int(READY_TIMEOUT_S / 0.05)):
+                    md = await w.metadata([topic])
+                    if md[topic]["error_code"]:
+                        return
+                    await asyncio.sleep(0.05)
+
+            async def two() -> None:
+                await asyncio.gather(gone(self.admin[0]), gone(self.admin[1]))
+            self._run(two())
+
+    @rule(kind=st.sampled_from(["garbage", "two batches", "empty"]), topic=topics)
+    def bad_produce(self, kind: str, topic: str) -> None:
+        """Produce whose records are not one v2 batch: the error code, and whether a message comes with it."""
+        one = keyed_batch([b"v"])
+        records = {"garbage": b"not a record batch at all, " * 3, "two batches": one + one, "empty": b""}[kind]
+
+        async def act(side: int, w: Wire) -> Any:
+            return await w.request("Produce", w.produce_request(topic, 0, records, 1))
+        self.both("bad_produce", act)
+
+    @rule(topic=topics, epoch=st.sampled_from([0, 1, 5]))
+    def fetch_with_leader_epoch(self, topic: str, epoch: int) -> None:
+        self.both("fetch_with_leader_epoch", lambda s, w: w.fetch([(topic, 0, 0)], max_wait_ms=0, min_bytes=0,
+                                                                   current_leader_epoch=epoch))
+
+    @rule(topic=topics, timestamp=st.sampled_from([-1, -2, 1_700_000_000_000]))
+    def list_offsets_read_committed(self, topic: str, timestamp: int) -> None:
+        self.both("list_offsets_read_committed",
+                  lambda s, w: w.list_offsets_full(topic, 0, timestamp, isolation_level=1))
+
+    @rule(topic=topics, keys=st.sampled_from([None, ["retention.ms"], ["retention.ms", "no.such.config"]]),
+          which=st.sampled_from(["topic", "missing topic", "cluster default", "other broker"]))
+    def describe_configs(self, topic: str, keys: list[str] | None, which: str) -> None:
+        """DescribeConfigs of a topic, an unknown topic, the cluster default ("") or a broker that is not there."""
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        kind, name = {"topic": (2, topic), "missing topic": (2, f"{self.prefix}-missing"), "cluster default": (4, ""),
+                      "other broker": (4, "4242")}[which]
+        req = DescribeConfigsRequest(resources=[R(resource_type=kind, resource_name=name, configuration_keys=keys)],
+                                     include_synonyms=False, include_documentation=False)
+        self.both("describe_configs", lambda s, w: w.request("DescribeConfigs", req))
+
+    @rule()
+    def init_producer_id(self) -> None:
+        """InitProducerId for an idempotent producer (no transactional id). Kafka answers the first ones after it
+        starts COORDINATOR_LOAD_IN_PROGRESS until its producer id manager holds a block from the controller (clients
+        retry); that wait is asked with the log paused, so the compared request is the one after it."""
+        req = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1, producer_id=-1,
+                                    producer_epoch=-1)
+        with self._unlogged():
+            async def ready(w: Wire) -> None:
+                for _ in range(int(READY_TIMEOUT_S / 0.05)):
+                    if (await w.request("InitProducerId", req, version=4)).body.error_code != 14:
+                        return
+                    await asyncio.sleep(0.05)
+
+            async def two() -> None:
+                await asyncio.gather(ready(self.admin[0]), ready(self.admin[1]))
+            self._run(two())
+        self.both("init_producer_id", lambda s, w: w.request("InitProducerId", req, version=4))
+
     # -- offsets and groups ---------------------------------------------------------------------------------
     @rule(topic=topics, partition=st.integers(0, 3), offset=st.integers(-1, 20),
           metadata=st.one_of(st.none(), st.sampled_from(["", "m", "x" * 4096, "x" * 4097])),
@@ -358,16 +454,38 @@ class DiffMachine(RuleBasedStateMachine):
         self.both("rebalance", act)
 
     async def _until_preparing(self, side: int, parked: asyncio.Future[Any]) -> None:
-        log = self.logs[side]
-        log.paused = True
-        try:
+        with self._unlogged(side):
             for _ in range(100):
                 if parked.done() or (await ops.describe_group(self.admin[side], self.group)).state == \
                         "PreparingRebalance":
                     return
                 await asyncio.sleep(0.02)
-        finally:
-            log.paused = False
+
+    @rule(which=st.sampled_from(["ours", "unknown", "empty"]))
+    def delete_group(self, which: str) -> None:
+        """DeleteGroups: NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND for an unknown one."""
+        group = {"ours": self.group, "unknown": f"{self.prefix}-nogroup", "empty": ""}[which]
+        self.both("delete_group", lambda s, w: w.request("DeleteGroups", DeleteGroupsRequest(groups_names=[group]),
+                                                          version=2))
+
+    @rule(topic=topics, partition=st.integers(0, 2))
+    def offset_delete(self, topic: str, partition: int) -> None:
+        T = OffsetDeleteRequest.OffsetDeleteRequestTopic
+        req = OffsetDeleteRequest(group_id=self.group, topics=[T(name=topic, partitions=[
+            T.OffsetDeleteRequestPartition(partition_index=partition)])])
+        self.both("offset_delete", lambda s, w: w.request("OffsetDelete", req, version=0))
+
+    @rule(kind=st.sampled_from(["short session", "other protocol type", "empty group"]))
+    def odd_join(self, kind: str) -> None:
+        """JoinGroup Kafka refuses: a session below group.min.session.timeout.ms, another protocol type than the
+        group's (INCONSISTENT_GROUP_PROTOCOL while it has members), an empty group id."""
+        P = JoinGroupRequest.JoinGroupRequestProtocol
+        req = JoinGroupRequest(group_id="" if kind == "empty group" else self.group,
+                               session_timeout_ms=100 if kind == "short session" else 30_000,
+                               rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
+                               protocol_type="connect" if kind == "other protocol type" else "consumer",
+                               protocols=[P(name="range", metadata=b"\x00\x01meta")], reason=None)
+        self.both("odd_join", lambda s, w: w.request("JoinGroup", req, timeout_s=20))
 
     @rule(name=members, stale=st.booleans())
     def heartbeat(self, name: str, stale: bool) -> None:
