@@ -168,6 +168,7 @@ def check_settings(label: str, found: dict[str, str] | None) -> str | None:
 async def replay_all(a: str, b: str, conversations: Sequence[Conversation], parallel: int,
                      tally: Tally) -> list[ReplayResult]:
     ls = Lockstep(a, b, tally)
+    await ls.warm_up()
     await ls.handshake()
     sem = asyncio.Semaphore(parallel)
     done = 0
@@ -204,6 +205,7 @@ def run_machine(a: str, b: str, profile: str, out: Path, tally: Tally, examples:
     if derandomize:          # the same examples every run (tests); the CLI explores new ones each time
         chosen = settings(chosen, derandomize=True)
     t0 = time.monotonic()
+    asyncio.run(Lockstep(a, b).warm_up())
     found: list[dict[str, Any]] = []
     ignore: set[tuple[int, str]] = set()
     for round_ in range(1, rounds + 1):

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.consumer import ListOffsetsRequest
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 
 from reference_broker.client.protocol import Connection, ConnectionClosedError, Response
 
@@ -33,6 +33,8 @@ from .conversation import Conversation, Step, fresh_name
 from .normalise import OBSERVATIONS, SideNames, normalise
 
 READY_TIMEOUT_S = 10.0
+WARM_UP_S = 30.0
+WARM_UP_GROUP = "kct-diff-warm-up"
 REASK_BUDGET_S = 2.0
 REASK_PAUSE_S = 0.05
 CONNECT_TIMEOUT_S = 10.0
@@ -157,6 +159,29 @@ async def _connect(host: str, port: int, client_id: str) -> Connection:
         raise Unreachable(f"cannot connect to {host}:{port}: {exc!r}") from exc
 
 
+async def _warm(bootstrap: str) -> None:
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    conns: list[Connection] = []
+    try:
+        boot = await _connect(host, int(port), "kct-diff-warm-up")
+        conns.append(boot)
+        deadline = time.monotonic() + WARM_UP_S
+        while time.monotonic() < deadline:
+            found = (await boot.request(FindCoordinatorRequest[3](key=WARM_UP_GROUP, key_type=0), 3)).body
+            if found.error_code == 0:
+                coord = await _connect(found.host, found.port, "kct-diff-warm-up")
+                conns.append(coord)
+                T = OffsetFetchRequest.OffsetFetchRequestTopic
+                got = (await coord.request(OffsetFetchRequest[7](group_id=WARM_UP_GROUP, topics=[T(
+                    name=WARM_UP_GROUP, partition_indexes=[0])], require_stable=False), 7)).body
+                if got.error_code == 0:
+                    return
+            await asyncio.sleep(0.1)
+    finally:
+        for c in conns:
+            await c.close()
+
+
 async def exchange(conn: Connection | None, api_key: int, version: int, request: Any, timeout_s: float) -> Exchange:
     """Send one request and wait for its answer (or the failure, as the recording names failures)."""
     if conn is None or conn.closed:
@@ -242,6 +267,12 @@ class Lockstep:
     def __init__(self, a: str, b: str, tally: Tally | None = None) -> None:
         self.a, self.b = a, b
         self.tally = tally if tally is not None else Tally()
+
+    async def warm_up(self) -> None:
+        """The coordinator-readiness row: before anything is compared, each target has a group coordinator that
+        answers (Kafka creates __consumer_offsets on the first FindCoordinator and answers COORDINATOR_NOT_AVAILABLE,
+        then NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until it loaded the partition; clients retry)."""
+        await asyncio.gather(*(_warm(boot) for boot in (self.a, self.b)))
 
     async def handshake(self) -> None:
         """Compare the two targets' ApiVersions answers (v3, as Kafka's own clients send it)."""

@@ -92,6 +92,12 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
         "results[].configs[]) are compared by name so that a config one side does not have is one difference, not "
         "a shift of every later entry (their sorted order is pinned by tests/broker/test_kafka_answer_shapes.py)."),
     Normalisation(
+        "coordinator-readiness", "no field: before the first conversation each target is asked FindCoordinator and "
+        "OffsetFetch for a warm-up group until its coordinator answers without an error (nothing compared)",
+        "Kafka creates __consumer_offsets on the first FindCoordinator (COORDINATOR_NOT_AVAILABLE meanwhile) and "
+        "answers NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until the partition is loaded; clients retry. "
+        "Only the first group request of a fresh cluster sees it."),
+    Normalisation(
         "topic-readiness", "no field: after a CreateTopics answer that created topics, the replay waits (asking "
         "nothing it compares) until every new partition answers ListOffsets on its leader without an error",
         "Kafka answers CreateTopics once the controller committed the topic; the leader serves it a few ms later "
