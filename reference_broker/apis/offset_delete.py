@@ -2,10 +2,13 @@
 
 Behavior (ClassicGroup.validateOffsetDelete): GROUP_ID_NOT_FOUND for an unknown or Dead group; NON_EMPTY_GROUP
 for a non-empty group that does not use the consumer protocol; a partition whose topic a non-empty consumer group
-subscribes to is GROUP_SUBSCRIBED_TO_TOPIC; other offsets are deleted.
+subscribes to is GROUP_SUBSCRIBED_TO_TOPIC; other offsets are deleted. A partition that does not exist is
+UNKNOWN_TOPIC_OR_PARTITION (KafkaApis answers it itself and merges the group's answer in; a group-level error
+still replaces everything, OffsetDeleteResponse.Builder.merge).
 """
 from __future__ import annotations
 
+from kafka import errors as E
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
 from ..registry import handles
@@ -28,7 +31,9 @@ async def handle(ctx, req):
     if err:
         return OffsetDeleteResponse(error_code=err, throttle_time_ms=0, topics=[])
     tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    result = coord.delete_offsets(g, tps)
+    known = [tp for tp in tps if ctx.broker.image.partition(*tp) is not None]
+    result = {tp: E.UnknownTopicOrPartitionError.errno for tp in tps}
+    result.update(coord.delete_offsets(g, known) if known else {})
     return OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
         TopicResp(name=t.name, partitions=[PartResp(partition_index=p.partition_index,
                                                     error_code=result[(t.name, p.partition_index)])
