@@ -202,6 +202,15 @@ async def exchange(conn: Connection | None, api_key: int, version: int, request:
     return Exchange(r, None, response_tree(r.body) if r.body is not None else None)
 
 
+def _finished(task: asyncio.Task[Exchange]) -> Exchange:
+    """A replayed exchange's outcome; a replay that itself failed is an outcome of its own, never a crash."""
+    if not task.done() or task.cancelled():
+        return Exchange(failure="not answered before the conversation ended")
+    if task.exception() is not None:
+        return Exchange(failure=f"replay error: {task.exception()!r}")
+    return task.result()
+
+
 def _refs(value: Any) -> set[str]:
     if isinstance(value, dict):
         if "ref" in value and len(value) == 1:
@@ -304,9 +313,9 @@ class Lockstep:
             for ev in conv.events:
                 if "answer" in ev:
                     i = ev["answer"]
-                    await asyncio.gather(*(s.tasks[i] for s in sides if i in s.tasks))
+                    await asyncio.gather(*(s.tasks[i] for s in sides if i in s.tasks), return_exceptions=True)
                     if steps[i].api_key == CREATE_TOPICS:
-                        await asyncio.gather(*(s.topics_ready(s.tasks[i].result()) for s in sides if i in s.tasks))
+                        await asyncio.gather(*(s.topics_ready(_finished(s.tasks[i])) for s in sides if i in s.tasks))
                     if steps[i].api_key in OBSERVATIONS and steps[i].failure is None:
                         if await self._settle(steps[i], sides, requests):
                             reasked.add(i)
@@ -334,8 +343,7 @@ class Lockstep:
             for step in conv.steps:
                 if step.answered_ms is None or step.index not in sides[0].tasks:
                     continue
-                ea, eb = (s.tasks[step.index].result() if not s.tasks[step.index].cancelled() else
-                          Exchange(failure="cancelled") for s in sides)
+                ea, eb = (_finished(s.tasks[step.index]) for s in sides)
                 where = {"conversation": conv.id, "step": step.index}
                 ds = self._compare(where, step.api_key, step.version, requests.get(("a", step.index)), ea, eb,
                                    sides[0].names, sides[1].names, reasked=step.index in reasked)
@@ -364,7 +372,7 @@ class Lockstep:
     async def _settle(self, step: Step, sides: tuple[SideRun, SideRun], requests: dict[tuple[str, int], Any]) -> bool:
         """The re-asked-observations row: ask again while the two answers differ (2 s at most). True if asked."""
         def same() -> bool:
-            ea, eb = (s.tasks[step.index].result() for s in sides)
+            ea, eb = (_finished(s.tasks[step.index]) for s in sides)
             if ea.tree is None or eb.tree is None:
                 return ea.outcome() == eb.outcome()
             na = normalise(step.api_key, ea.tree, copy.deepcopy(sides[0].names))
