@@ -280,12 +280,13 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(problem)
         conversations = read_conversations(args.conversations or record(args, out))
         replayable = [c for c in conversations if not c.excluded]
-        tally = Tally()
+        reference = "a" if args.a == "reference" else "b" if args.b == "reference" else None
+        tally = Tally(reference)
         try:
             results = asyncio.run(replay_all(boot["a"], boot["b"], replayable, args.parallel, tally))
         except Unreachable as exc:
             raise UsageError(f"a target cannot be reached: {exc}") from None
-        machine = (run_machine(boot["a"], boot["b"], args.machine, out, Tally(), args.machine_examples,
+        machine = (run_machine(boot["a"], boot["b"], args.machine, out, Tally(reference), args.machine_examples,
                                rounds=args.machine_rounds)
                    if args.machine != "off"
                    else {"profile": "off", "differences": []})

@@ -28,8 +28,8 @@ _INDEX = re.compile(r"\[[^\]]*\]")
 class Gap:
     """A deliberate difference of the reference broker (a GAPS.md row) as the answer fields it shows in.
 
-    ``when(path, a, b)`` narrows it to the values the row explains (None: any difference in those fields). By
-    convention target a is the reference broker; a gap seen with the sides swapped is not covered."""
+    ``when(path, a, b)`` narrows it to the values the row explains (None: any difference in those fields), ``a``
+    being the reference broker's value (the Tally swaps the sides when the reference is target b)."""
 
     row: str                     # the first cell of the GAPS.md row
     api_key: int
@@ -117,15 +117,19 @@ class Difference:
     gap: str | None
 
 
-def differences(api_key: int, a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
-    """Every leaf in which two normalised answers differ, each with the GAPS.md row that covers it (or None)."""
+def differences(api_key: int, a: dict[str, Any], b: dict[str, Any], reference: str | None = "a") -> list[Difference]:
+    """Every leaf in which two normalised answers differ, each with the GAPS.md row that covers it (or None).
+    ``reference``: which side is the reference broker ("a", "b"); GAPS.md rows are its gaps, so with None (two
+    other brokers) no difference is known."""
     fa, fb = flatten(a), flatten(b)
     out = []
     for path in list(fa) + [p for p in fb if p not in fa]:
         va, vb = fa.get(path, ABSENT), fb.get(path, ABSENT)
         if va != vb:
             f = schema_path(path)
-            out.append(Difference(path, f, va, vb, known_gap(api_key, path, va, vb)))
+            gap = (known_gap(api_key, path, va, vb) if reference == "a" else
+                   known_gap(api_key, path, vb, va) if reference == "b" else None)
+            out.append(Difference(path, f, va, vb, gap))
     return out
 
 
@@ -159,7 +163,8 @@ class ApiTally:
 class Tally:
     """Counts per (API key, version) and field, first examples, and the conversations that differ."""
 
-    def __init__(self) -> None:
+    def __init__(self, reference: str | None = "a") -> None:
+        self.reference = reference      # the side that is the reference broker (GAPS.md applies to it), or None
         self.apis: dict[tuple[int, int], ApiTally] = {}
         self.conversations: dict[str, dict[str, Any]] = {}
 
@@ -172,7 +177,7 @@ class Tally:
         seen = {schema_path(p) for p in list(flatten(a)) + list(flatten(b))}
         for f in seen:
             t.fields.setdefault(f, FieldTally()).answers += 1
-        diffs = differences(api_key, a, b)
+        diffs = differences(api_key, a, b, self.reference)
         if diffs:
             t.answers_differing += 1
         per_field: dict[str, list[Difference]] = {}

@@ -183,3 +183,14 @@ def test_member_ids_become_references_also_inside_bytes() -> None:
     assert step["member_id"] == {"$s": [{"ref": "member@2"}]}
     assert step["topics"][0]["partitions"][0]["committed_metadata"] == {"$s": ["for ", {"ref": "member@2"}]}
     assert set(conv.names) == {"kct-g-0a0b0c0d", "kct-aabbcc-1"}, "topic and group names from the schema"
+
+
+def test_gaps_are_the_reference_brokers_whichever_side_it_is() -> None:
+    a = {"responses": [{"partitions": [{"records": [{"base_offset": 0}]}]}]}
+    b = {"responses": [{"partitions": [{"records": [{"base_offset": 0}, {"partial_bytes": 9}]}]}]}
+    (d,) = differences(FETCH, a, b, "a")
+    assert d.gap == "Fetch size limits (KIP-74)", "the reference (a) sends whole batches: known"
+    (d,) = differences(FETCH, b, a, "b")
+    assert d.gap == "Fetch size limits (KIP-74)", "the same with the reference as target b"
+    (d,) = differences(FETCH, a, b, None)
+    assert d.gap is None, "between two other brokers the reference's gaps explain nothing"
