@@ -1,7 +1,8 @@
 """Answer fields the differential mode (``python -m conformance.diff``) found the reference broker answering unlike
 Apache Kafka 4.4.0, each pinned to what Kafka answered (the values below are Kafka's answers to the same requests).
 Every test here also passes against Kafka 4.4.0 itself (a ``bootstrap`` of a running Kafka in place of the
-fixture), except the one assertion marked as a GAPS.md row."""
+fixture), except the one assertion marked as a GAPS.md row; on a fresh Kafka, once a first FindCoordinator has
+created __consumer_offsets (GAPS.md: First FindCoordinator)."""
 from __future__ import annotations
 
 import asyncio
@@ -267,3 +268,87 @@ def test_offset_delete_unknown_partition(broker: ReferenceTarget) -> None:
     assert ours.error_code == 0 and {p.partition_index: p.error_code for p in ours.topics[0].partitions} == {
         0: 0, 1: UNKNOWN_TOPIC_OR_PARTITION}, ours
     assert (unknown.error_code, unknown.topics) == (69, []), unknown
+
+
+# (configs, Kafka 4.4.0's error_message) for CreateTopics validate_only: null values first, then unknown names, then
+# each value in LogConfig's definition order (segment.bytes before retention.ms whatever the request's order), then
+# the checks across configs
+CONFIG_MESSAGES = [
+    ({"zzz": None, "segment.bytes": "1"}, "Null value not supported for topic configs: zzz"),
+    ({"segment.bytes": "1", "no.such": "1"}, "Unknown topic config name: no.such"),
+    ({"retention.ms": "-5", "segment.bytes": "1"},
+     "Invalid value 1 for configuration segment.bytes: Value must be at least 1048576"),
+    ({"retention.ms": " abc"}, "Invalid value  abc for configuration retention.ms: Not a number of type LONG"),
+    ({"segment.bytes": " 10 "}, "Invalid value 10 for configuration segment.bytes: Value must be at least 1048576"),
+    ({"segment.bytes": "1_048_576"}, "Invalid value 1_048_576 for configuration segment.bytes: Not a number of type INT"),
+    ({"min.cleanable.dirty.ratio": "2"},
+     "Invalid value 2.0 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
+    ({"cleanup.policy": "compact,bogus"},
+     "Invalid value bogus for configuration cleanup.policy: String must be one of: compact, delete"),
+    ({"cleanup.policy": "compact,,bogus"}, "Configuration 'cleanup.policy' values must not be empty."),
+    ({"message.timestamp.type": " x"},
+     "Invalid value x for configuration message.timestamp.type: String must be one of: CreateTime, LogAppendTime"),
+    ({"leader.replication.throttled.replicas": "*,0:0"},
+     "Invalid value [*, 0:0] for configuration leader.replication.throttled.replicas: leader.replication.throttled."
+     "replicas must be the literal '*' or a list of replicas in the following format: "
+     "[partitionId]:[brokerId],[partitionId]:[brokerId],..."),
+    ({"min.compaction.lag.ms": "100", "max.compaction.lag.ms": "10"},
+     "conflict topic config setting min.compaction.lag.ms (100) > max.compaction.lag.ms (10)"),
+    ({"leader.replication.throttled.replicas": "0:0,,1:1", "cleanup.policy": "compact,compact"}, None),
+]
+
+
+def test_topic_config_refusals_in_kafkas_words(broker: ReferenceTarget) -> None:
+    """INVALID_CONFIG with the message Kafka 4.4.0 gives, which names the value as ConfigDef shows it (as sent when it
+    does not parse, parsed when a validator refuses it) and the first bad config in LogConfig's order."""
+    T = CreateTopicsRequest.CreatableTopic
+
+    async def body(w: Wire) -> list[tuple[int, str | None]]:
+        out = []
+        for i, (configs, _) in enumerate(CONFIG_MESSAGES):
+            req = CreateTopicsRequest(topics=[T(name=f"words-{i}", num_partitions=1, replication_factor=1,
+                                                assignments=[], configs=[T.CreatableTopicConfig(name=k, value=v)
+                                                                         for k, v in configs.items()])],
+                                      timeout_ms=10000, validate_only=True)
+            t = (await w.request("CreateTopics", req, version=7)).body.topics[0]
+            out.append((t.error_code, t.error_message))
+        return out
+    got = run(broker.bootstrap, body)
+    want = [(40 if msg else 0, msg) for _, msg in CONFIG_MESSAGES]
+    assert got == want, [(c, g, w) for (c, _), g, w in zip(CONFIG_MESSAGES, got, want, strict=True) if g != w]
+
+
+# values as sent -> as Kafka 4.4.0's DescribeConfigs shows them (its CreateTopics answer echoes them as sent)
+ODD_VALUES = {"unclean.leader.election.enable": ("TRUE", "true"), "retention.ms": (" 5000 ", "5000"),
+              "cleanup.policy": ("compact, delete", "compact,delete"), "compression.type": (" gzip", "gzip"),
+              "min.cleanable.dirty.ratio": ("1e-5", "1.0E-5"), "segment.ms": ("+100000", "100000"),
+              "follower.replication.throttled.replicas": (" 0:0 , 1:1", "0:0,1:1"),
+              "max.message.bytes": ("007000", "7000"), "segment.bytes": ("\t2000000\n", "2000000")}
+
+
+def test_topic_config_values_echoed_as_sent_and_described_parsed(broker: ReferenceTarget) -> None:
+    """CreateTopics v5+ answers an override as it was sent (ReplicationControlManager: the record's string);
+    DescribeConfigs shows it parsed and printed by ConfigDef.convertToString (ConfigHelper), with its type."""
+    T = CreateTopicsRequest.CreatableTopic
+    R = DescribeConfigsRequest.DescribeConfigsResource
+
+    async def body(w: Wire) -> tuple[Any, Any]:
+        req = CreateTopicsRequest(topics=[T(name="odd-values", num_partitions=1, replication_factor=1, assignments=[],
+                                            configs=[T.CreatableTopicConfig(name=k, value=v)
+                                                     for k, (v, _) in ODD_VALUES.items()])],
+                                  timeout_ms=10000, validate_only=False)
+        created = (await w.request("CreateTopics", req, version=7)).body.topics[0]
+        described = (await w.request("DescribeConfigs", DescribeConfigsRequest(
+            resources=[R(resource_type=2, resource_name="odd-values", configuration_keys=None)],
+            include_synonyms=False, include_documentation=False), version=4)).body.results[0]
+        return created, described
+    created, described = run(broker.bootstrap, body)
+    assert created.error_code == 0, created
+    echoed = {c.name: (c.value, c.config_source) for c in created.configs}
+    assert {k: echoed.get(k) for k in ODD_VALUES} == {k: (v, 1) for k, (v, _) in ODD_VALUES.items()}, echoed
+    shown = {c.name: (c.value, c.config_source, c.config_type) for c in described.configs}
+    assert len(shown) == 37 and len(echoed) == 37, (sorted(shown), sorted(echoed))
+    types = {"unclean.leader.election.enable": 1, "compression.type": 2, "retention.ms": 5, "segment.ms": 5,
+             "max.message.bytes": 3, "segment.bytes": 3, "min.cleanable.dirty.ratio": 6, "cleanup.policy": 7,
+             "follower.replication.throttled.replicas": 7}
+    assert {k: shown.get(k) for k in ODD_VALUES} == {k: (v, 1, types[k]) for k, (_, v) in ODD_VALUES.items()}, shown
