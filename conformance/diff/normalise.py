@@ -26,7 +26,7 @@ MEMBER_FIELDS = frozenset({"member_id", "leader"})
 MEMBER_BYTES = frozenset({"assignment", "metadata", "member_assignment", "member_metadata"})
 GROUP_APIS = frozenset({11, 12, 13, 14, 15, 8})
 JOIN_GROUP, DESCRIBE_GROUPS, METADATA, FIND_COORDINATOR, PRODUCE, OFFSET_FETCH = 11, 15, 3, 10, 0, 9
-CREATE_TOPICS, DESCRIBE_CONFIGS, OFFSET_COMMIT = 19, 32, 8
+CREATE_TOPICS, DESCRIBE_CONFIGS, OFFSET_COMMIT, LIST_OFFSETS = 19, 32, 8, 2
 
 
 @dataclass(frozen=True)
@@ -81,15 +81,16 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
     Normalisation(
         "unordered-collections", "arrays the schema declares maps (mapKey: Metadata brokers[] and topics[], "
         "ApiVersions api_keys[], CreateTopics topics[], ...), JoinGroup members[], DescribeGroups "
-        "groups[].members[], OffsetCommit/OffsetFetch topics[]/partitions[] and config lists are compared element "
-        "by element by "
-        "their key, not by position",
+        "groups[].members[], OffsetCommit/OffsetFetch/ListOffsets topics[]/partitions[] and "
+        "config lists are compared element by element by their key, not by position",
         "A mapKey array is a map in Kafka's generated code (ImplicitLinkedHashMultiCollection); ClassicGroup keeps "
         "its members in a HashMap, so Kafka's own order is unspecified there; OffsetFetch answers (topics[] by "
         "name, partitions[] by index) come from the group's offsets, a TimelineHashMap (OffsetMetadataManager), "
         "when all are asked for; OffsetCommit answers the same way because KafkaApis answers unknown partitions "
-        "itself and merges the coordinator's answer in after them (OffsetCommitResponse.Builder). Config lists (CreateTopics topics[].configs[], DescribeConfigs "
-        "results[].configs[]) are compared by name so that a config one side does not have is one difference, not "
+        "itself and merges the coordinator's answer in after them (OffsetCommitResponse.Builder). ListOffsets "
+        "answers in the order of a HashMap (ReplicaManager.fetchOffset: statusByPartition, grouped by topic; seen "
+        "on 4.4.0: partitions 0, 1, 2 asked, 1, 0, 2 answered). Config lists (CreateTopics "
+        "topics[].configs[], DescribeConfigs results[].configs[]) are compared by name so that a config one side does not have is one difference, not "
         "a shift of every later entry (their sorted order is pinned by tests/broker/test_kafka_answer_shapes.py)."),
     Normalisation(
         "coordinator-readiness", "no field: before the first conversation each target is asked FindCoordinator and "
@@ -283,6 +284,8 @@ UNORDERED: tuple[tuple[int, str, str], ...] = (
     (CREATE_TOPICS, "topics[].configs", "name"),
     (DESCRIBE_CONFIGS, "results[].configs", "name"),
     (OFFSET_FETCH, "topics[].partitions", "partition_index"),
+    (LIST_OFFSETS, "topics", "name"),
+    (LIST_OFFSETS, "topics[].partitions", "partition_index"),
 )
 _KEYED: dict[int, dict[str, str]] = {}
 

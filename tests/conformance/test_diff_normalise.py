@@ -14,7 +14,7 @@ from conformance.diff.conversation import Recorder, fresh_name
 from conformance.wire import keyed_batch, record_batch
 
 ROOT = Path(__file__).resolve().parents[2]
-METADATA, JOIN_GROUP, DESCRIBE_GROUPS, FETCH, PRODUCE, FIND_COORDINATOR = 3, 11, 15, 1, 0, 10
+METADATA, JOIN_GROUP, DESCRIBE_GROUPS, FETCH, PRODUCE, FIND_COORDINATOR, LIST_OFFSETS = 3, 11, 15, 1, 0, 10, 2
 
 
 # ------------------------------------------------------------------------------------------------ the table
@@ -137,6 +137,21 @@ def test_keyed_arrays_flatten_by_key() -> None:
                       N.SideNames())
     assert set(flatten(out)) == {"brokers[node_id=node#1].node_id", "brokers[node_id=node#1].host",
                                  "brokers[node_id=node#2].node_id", "brokers[node_id=node#2].host"}
+
+
+def test_list_offsets_partitions_compared_by_index() -> None:
+    """Kafka 4.4.0 answered partitions 0, 1, 2 of a ListOffsets as 1, 0, 2 (a HashMap in ReplicaManager.fetchOffset);
+    the order is not a difference, an offset is. (Before: 4 differences, partition_index and offset at positions 0, 1.)"""
+    def answer(order: list[int], offsets: dict[int, int]) -> dict:
+        return {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [
+            {"partition_index": i, "error_code": 0, "timestamp": -1, "offset": offsets[i], "leader_epoch": 0}
+            for i in order]}]}
+    ref = N.normalise(LIST_OFFSETS, answer([0, 1, 2], {0: 0, 1: 5, 2: 0}), N.SideNames())
+    kafka = N.normalise(LIST_OFFSETS, answer([1, 0, 2], {0: 0, 1: 5, 2: 0}), N.SideNames())
+    assert differences(LIST_OFFSETS, ref, kafka) == []
+    other = N.normalise(LIST_OFFSETS, answer([1, 0, 2], {0: 0, 1: 6, 2: 0}), N.SideNames())
+    assert [(d.path, d.a, d.b) for d in differences(LIST_OFFSETS, ref, other)] == [
+        ("topics[name=t].partitions[partition_index=1].offset", 5, 6)]
 
 
 # ------------------------------------------------------------------------------------------------ conversations
