@@ -1,6 +1,7 @@
 """Differential mode: the same conversations sent to two targets, their answers compared field by field.
 
-    python -m conformance.diff --a reference --b live --b-bootstrap 127.0.0.1:9092 [--out out/diff]
+    python -m conformance.diff --a reference --b kafka [--out out/diff]
+    python -m conformance.diff --a reference --b live --b-bootstrap 127.0.0.1:9092     # a running broker
 
 Why: every rule the suites enforce says "this is what Apache Kafka does". Checks test the rules someone wrote down;
 a differential run tests everything else too — every field of every answer — by asking Kafka itself. Reference vs
