@@ -25,7 +25,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kafka.errors import KafkaProtocolError
 from kafka.protocol.admin import (
@@ -79,6 +79,32 @@ _topic_seq = itertools.count()
 
 class TargetDiverged(AssertionError):
     """The target broke the protocol itself (closed the connection, never answered): a divergence."""
+
+
+class ExchangeTap(Protocol):
+    """Sees every connection and exchange of the Wires it is attached to, exactly as sent and answered: the
+    differential mode (``conformance.diff``) records the suites' conversations through one and compares two
+    targets' answers through another. ``sent`` returns a token that comes back in ``answered``; ``response`` is None
+    when the request failed (``failure`` says how: the connection closed, no answer in time)."""
+
+    def opened(self, wire: Wire) -> None: ...
+
+    def sent(self, wire: Wire, api_key: int, version: int, request: Any, timeout_s: float) -> Any: ...
+
+    def answered(self, token: Any, response: Response | None, failure: str | None) -> None: ...
+
+    def closed(self, wire: Wire) -> None: ...
+
+
+_default_tap: ExchangeTap | None = None
+
+
+def set_default_tap(tap: ExchangeTap | None) -> ExchangeTap | None:
+    """Attach ``tap`` to every Wire connected from now on (None detaches); returns the previous default. The
+    conversation recorder of ``conformance.diff`` sets it around each check."""
+    global _default_tap
+    previous, _default_tap = _default_tap, tap
+    return previous
 
 
 def unique_name(prefix: str = "kct") -> str:
@@ -233,8 +259,9 @@ class Wire:
     """One connection to one broker of the target, with evidence and history attached. Use ``async with``."""
 
     def __init__(self, conn: Connection, evidence: Evidence | None, history: SessionHistory | None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S, tap: ExchangeTap | None = None) -> None:
         self.conn = conn
+        self.tap = tap if tap is not None else _default_tap
         self.evidence = evidence
         self.history = history
         self.process = history.process() if history is not None else 0
@@ -249,19 +276,22 @@ class Wire:
     @classmethod
     async def connect(cls, bootstrap: str, *, evidence: Evidence | None = None,
                       history: SessionHistory | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                      client_id: str = "kct-conformance") -> Wire:
-        """Connect to the first bootstrap broker and negotiate versions (ApiVersions)."""
+                      client_id: str = "kct-conformance", tap: ExchangeTap | None = None) -> Wire:
+        """Connect to the first bootstrap broker and negotiate versions (ApiVersions). ``tap`` (default: the
+        one ``set_default_tap`` installed) sees the connection and every exchange on it."""
         host, _, port = bootstrap.split(",")[0].rpartition(":")
         try:
             conn = await Connection.connect(host, int(port), client_id=client_id)
             await conn.api_versions()
         except (OSError, ConnectionClosedError, TimeoutError) as exc:
             raise TargetDiverged(f"cannot talk to {bootstrap}: {exc!r}") from exc
-        w = cls(conn, evidence, history, timeout_s)
+        w = cls(conn, evidence, history, timeout_s, tap)
         for name, pinned in VERSIONS.items():
             rng = conn.broker_versions.get(API_KEYS[name])
             if rng is not None and rng[0] <= min(pinned, rng[1]):
                 w.versions[name] = min(pinned, rng[1])
+        if w.tap is not None:
+            w.tap.opened(w)
         return w
 
     async def __aenter__(self) -> Wire:
@@ -273,6 +303,8 @@ class Wire:
     async def close(self) -> None:
         for o in self._others:
             await o.close()
+        if self.tap is not None and not self.conn.closed:
+            self.tap.closed(self)
         await self.conn.close()
 
     async def sibling(self, host: str, port: int) -> Wire:
@@ -280,7 +312,7 @@ class Wire:
         if (host, port) == (self.conn.host, self.conn.port):
             return self
         w = await Wire.connect(f"{host}:{port}", evidence=self.evidence, history=self.history,
-                               timeout_s=self.timeout_s, client_id=self.conn.client_id)
+                               timeout_s=self.timeout_s, client_id=self.conn.client_id, tap=self.tap)
         self._others.append(w)
         return w
 
@@ -306,11 +338,16 @@ class Wire:
         """Send now (pipelining), await later; the exchange is added to the evidence when it completes.
         ``version`` overrides the negotiated one (a check about an older version's behaviour)."""
         version = self.version(api) if version is None else version
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        tap, token = self.tap, None
+        if tap is not None:
+            token = tap.sent(self, API_KEYS.get(api, request.API_KEY), version, request, limit)
         try:
             fut = self.conn.submit(request, version)
         except ConnectionClosedError as exc:
+            if tap is not None:
+                tap.answered(token, None, "connection closed before sending")
             raise TargetDiverged(f"connection already closed by the broker before {api} v{version}") from exc
-        limit = self.timeout_s if timeout_s is None else timeout_s
 
         async def wait() -> Response:
             try:
@@ -319,13 +356,19 @@ class Wire:
                 async with asyncio.timeout(limit):
                     r = await fut
             except ConnectionClosedError as exc:
+                if tap is not None:
+                    tap.answered(token, None, "connection closed")
                 self._note(api, version, summary if summary is not None else request, f"connection closed: {exc}",
                            None, label)
                 raise TargetDiverged(f"broker closed the connection instead of answering {api} v{version}") from exc
             except TimeoutError as exc:
+                if tap is not None:
+                    tap.answered(token, None, f"no answer within {limit:.1f}s")
                 self._note(api, version, summary if summary is not None else request,
                            f"no answer within {limit:.1f}s", None, label)
                 raise TargetDiverged(f"broker did not answer {api} v{version} within {limit:.1f}s") from exc
+            if tap is not None:
+                tap.answered(token, r, None)
             return r
 
         return wait()

@@ -1,8 +1,15 @@
-"""Topic names and topic-level configs: Kafka's Topic.validate and LogConfig rules, shared by controller and broker."""
+"""Topic names and topic-level configs: Kafka's Topic.validate and LogConfig rules, shared by controller and broker.
+
+One catalogue (KAFKA_TOPIC_CONFIGS: every topic config of Apache Kafka 4.4.0 with its ConfigDef type, default and
+validator) serves the three places Kafka uses LogConfig's definition: CreateTopics validation (config_error, with
+Kafka's messages), the effective configs CreateTopics v5+ and DescribeConfigs answer (effective_topic_configs), and
+the values the broker acts on (topic_setting).
+"""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -15,11 +22,12 @@ TOPIC_CONFIGS: dict[str, str | None] = {
     "segment.bytes": "log.segment.bytes",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
+# config_source ids (DescribeConfigs / CreateTopics v5+): ConfigSource in Kafka's clients
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
 INT_MAX = (1 << 31) - 1
 LONG_MAX = (1 << 63) - 1
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-_THROTTLED = re.compile(r"^\s*(\*|(\d+:\d+\s*(,\s*\d+:\d+\s*)*)?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -35,47 +43,48 @@ class TopicConfigDef:
 
 
 # Every topic config of Apache Kafka 4.4.0 (what its DescribeConfigs lists for a topic), with type, default and the
-# bounds its CreateTopics enforces (checked against 4.4.0 with validate_only requests). The broker honours those in
-# TOPIC_CONFIGS; the others are validated and stored, and DescribeConfigs shows them (GAPS.md: retention and
+# bounds its CreateTopics enforces (checked against 4.4.0 with validate_only requests), in LogConfig's definition
+# order: the order ConfigDef.parse checks values in, so the first bad one is the one Kafka names. The broker honours
+# those in TOPIC_CONFIGS; the others are validated and stored, and DescribeConfigs shows them (GAPS.md: retention and
 # compaction are not enforced).
 KAFKA_TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
-    "cleanup.policy": TopicConfigDef("list", "delete", one_of=("compact", "delete")),
-    "compression.gzip.level": TopicConfigDef("int", "-1", 1, 9, also=(-1,)),
-    "compression.lz4.level": TopicConfigDef("int", "9", 1, 17),
-    "compression.type": TopicConfigDef("string", "producer", one_of=_COMPRESSION),
-    "compression.zstd.level": TopicConfigDef("int", "3", -131072, 22),
-    "delete.retention.ms": TopicConfigDef("long", "86400000", 0),
-    "errors.deadletterqueue.group.enable": TopicConfigDef("boolean", "false"),
-    "file.delete.delay.ms": TopicConfigDef("long", "60000", 0),
+    "segment.bytes": TopicConfigDef("int", "1073741824", 1048576),
+    "segment.ms": TopicConfigDef("long", "604800000", 1),
+    "segment.jitter.ms": TopicConfigDef("long", "0", 0),
+    "segment.index.bytes": TopicConfigDef("int", "10485760", 4),
     "flush.messages": TopicConfigDef("long", str(LONG_MAX), 1),
     "flush.ms": TopicConfigDef("long", str(LONG_MAX), 0),
-    "follower.replication.throttled.replicas": TopicConfigDef("list", ""),
-    "index.interval.bytes": TopicConfigDef("int", "4096", 0),
-    "leader.replication.throttled.replicas": TopicConfigDef("list", ""),
-    "local.retention.bytes": TopicConfigDef("long", "-2", -2),
-    "local.retention.ms": TopicConfigDef("long", "-2", -2),
-    "max.compaction.lag.ms": TopicConfigDef("long", str(LONG_MAX), 1),
-    "max.decompressed.message.bytes": TopicConfigDef("int", "2147483639", 1),
-    "max.message.bytes": TopicConfigDef("int", "1048588", 0),
-    "message.timestamp.after.max.ms": TopicConfigDef("long", "3600000", 0),
-    "message.timestamp.before.max.ms": TopicConfigDef("long", str(LONG_MAX), 0),
-    "message.timestamp.type": TopicConfigDef("string", "CreateTime", one_of=("CreateTime", "LogAppendTime")),
-    "min.cleanable.dirty.ratio": TopicConfigDef("double", "0.5", 0, 1),
-    "min.compaction.lag.ms": TopicConfigDef("long", "0", 0),
-    "min.insync.replicas": TopicConfigDef("int", "1", 1),
-    "preallocate": TopicConfigDef("boolean", "false"),
-    "remote.copy.lag.bytes": TopicConfigDef("long", "-1", -1),
-    "remote.copy.lag.ms": TopicConfigDef("long", "0"),
-    "remote.log.copy.disable": TopicConfigDef("boolean", "false"),
-    "remote.log.delete.on.disable": TopicConfigDef("boolean", "false"),
-    "remote.storage.enable": TopicConfigDef("boolean", "false"),
     "retention.bytes": TopicConfigDef("long", "-1"),
     "retention.ms": TopicConfigDef("long", "604800000", -1),
-    "segment.bytes": TopicConfigDef("int", "1073741824", 1048576),
-    "segment.index.bytes": TopicConfigDef("int", "10485760", 4),
-    "segment.jitter.ms": TopicConfigDef("long", "0", 0),
-    "segment.ms": TopicConfigDef("long", "604800000", 1),
+    "max.message.bytes": TopicConfigDef("int", "1048588", 0),
+    "max.decompressed.message.bytes": TopicConfigDef("int", "2147483639", 1),
+    "index.interval.bytes": TopicConfigDef("int", "4096", 0),
+    "delete.retention.ms": TopicConfigDef("long", "86400000", 0),
+    "min.compaction.lag.ms": TopicConfigDef("long", "0", 0),
+    "max.compaction.lag.ms": TopicConfigDef("long", str(LONG_MAX), 1),
+    "file.delete.delay.ms": TopicConfigDef("long", "60000", 0),
+    "min.cleanable.dirty.ratio": TopicConfigDef("double", "0.5", 0, 1),
+    "cleanup.policy": TopicConfigDef("list", "delete", one_of=("compact", "delete")),
     "unclean.leader.election.enable": TopicConfigDef("boolean", "false"),
+    "min.insync.replicas": TopicConfigDef("int", "1", 1),
+    "compression.type": TopicConfigDef("string", "producer", one_of=_COMPRESSION),
+    "compression.gzip.level": TopicConfigDef("int", "-1", 1, 9, also=(-1,)),
+    "compression.lz4.level": TopicConfigDef("int", "9", 1, 17),
+    "compression.zstd.level": TopicConfigDef("int", "3", -131072, 22),
+    "preallocate": TopicConfigDef("boolean", "false"),
+    "message.timestamp.type": TopicConfigDef("string", "CreateTime", one_of=("CreateTime", "LogAppendTime")),
+    "message.timestamp.before.max.ms": TopicConfigDef("long", str(LONG_MAX), 0),
+    "message.timestamp.after.max.ms": TopicConfigDef("long", "3600000", 0),
+    "leader.replication.throttled.replicas": TopicConfigDef("list", ""),
+    "follower.replication.throttled.replicas": TopicConfigDef("list", ""),
+    "remote.storage.enable": TopicConfigDef("boolean", "false"),
+    "local.retention.ms": TopicConfigDef("long", "-2", -2),
+    "local.retention.bytes": TopicConfigDef("long", "-2", -2),
+    "remote.log.copy.disable": TopicConfigDef("boolean", "false"),
+    "remote.copy.lag.ms": TopicConfigDef("long", "0"),
+    "remote.copy.lag.bytes": TopicConfigDef("long", "-1", -1),
+    "remote.log.delete.on.disable": TopicConfigDef("boolean", "false"),
+    "errors.deadletterqueue.group.enable": TopicConfigDef("boolean", "false"),
 }
 NUMERIC_TOPIC_CONFIGS = {k for k, d in KAFKA_TOPIC_CONFIGS.items() if d.type in ("int", "long")}
 BOOL_TOPIC_CONFIGS = {k for k, d in KAFKA_TOPIC_CONFIGS.items() if d.type == "boolean"}
@@ -94,70 +103,183 @@ def topic_name_error(name: str) -> str | None:
     return None
 
 
-def config_error(configs: dict[str, str]) -> str | None:
-    """Why a CreateTopics config set is invalid (INVALID_CONFIG), or None; Kafka's LogConfig.validate wording."""
-    for key, value in configs.items():
-        d = KAFKA_TOPIC_CONFIGS.get(key)
-        if d is None:
-            return f"Unknown topic config name: {key}"
-        why = _value_error(key, d, "" if value is None else str(value))
-        if why:
-            return f"Invalid value {value} for configuration {key}: {why}"
-    if str(configs.get("remote.storage.enable", "false")).strip().lower() == "true":
-        return ("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote "
-                "log storage.")
-    return None
+# --- ConfigDef parsing, as Java does it (String.trim, Integer/Long/Double.parseDouble, the LIST split) ---------------
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")
+_LIST_SPLIT = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
+_THROTTLED_ITEM = re.compile(r"([0-9]+:[0-9]+)?")
 
 
-def _value_error(key: str, d: TopicConfigDef, text: str) -> str | None:
-    """Why ``text`` is not a valid value of ``key`` (ConfigDef parsing, then its validator), or None."""
-    v = text.strip()
+class _Invalid(Exception):
+    """A ConfigException: the value Kafka names in its message and why."""
+
+    def __init__(self, shown: str, why: str, bare: bool = False) -> None:
+        super().__init__(why)
+        self.shown, self.why, self.bare = shown, why, bare
+
+    def message(self, key: str) -> str:
+        """ConfigException(name, value, why) words, or the bare message of ConfigException(why)."""
+        return self.why if self.bare else f"Invalid value {self.shown} for configuration {key}: {self.why}"
+
+
+def _java_trim(text: str) -> str:
+    """String.trim: strips characters up to U+0020 (Python's strip() also strips Unicode spaces)."""
+    return text.strip("".join(chr(c) for c in range(0x21)))
+
+
+def java_double(x: float) -> str:
+    """Double.toString: plain between 10^-3 and 10^7 (always with a fraction digit), else d.dddE±n."""
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x)                          # shortest round-trip digits, as JDK 19+ prints them
+    sign, digits, exp = Decimal(repr(x)).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    e = len(digits) - 1 + int(exp)
+    return f"{'-' if sign else ''}{ds[0]}.{ds[1:] or '0'}E{e}"
+
+
+def _parse(key: str, d: TopicConfigDef, value: str) -> Any:
+    """ConfigDef.parseType then the key's validator; raises _Invalid with Kafka's wording."""
+    v = _java_trim(value)
     if d.type == "boolean":
-        return None if v.lower() in ("true", "false") else "Expected value to be either true or false"
-    if d.type == "list":
-        items = [x.strip() for x in v.split(",")] if v else []
-        if d.one_of and any(x not in d.one_of for x in items):
-            return f"String must be one of: {', '.join(d.one_of)}"
-        if key.endswith("replication.throttled.replicas") and not _THROTTLED.match(v):
-            return (f"{key} must be the literal '*' or a list of replicas in the following format: "
-                    f"[partitionId]:[brokerId],[partitionId]:[brokerId],...")
-        return None
+        if v.lower() not in ("true", "false"):
+            raise _Invalid(value, "Expected value to be either true or false")
+        return v.lower() == "true"
     if d.type == "string":
-        return f"String must be one of: {', '.join(d.one_of)}" if d.one_of and v not in d.one_of else None
+        if d.one_of and v not in d.one_of:
+            raise _Invalid(v, f"String must be one of: {', '.join(d.one_of)}")
+        return v
+    if d.type == "list":
+        items = _LIST_SPLIT.split(v) if v else []
+        for item in items if d.one_of else ():               # ValidList, item by item
+            if not item:
+                raise _Invalid("", f"Configuration '{key}' values must not be empty.", bare=True)
+            if item not in d.one_of:
+                raise _Invalid(item, f"String must be one of: {', '.join(d.one_of)}")
+        if key.endswith("replication.throttled.replicas"):    # ThrottledReplicaListValidator
+            stripped = [_java_trim(x) for x in items]
+            if not (all(_THROTTLED_ITEM.fullmatch(x) for x in stripped) or "".join(stripped) == "*"):
+                raise _Invalid(f"[{', '.join(items)}]",
+                               f"{key} must be the literal '*' or a list of replicas in the following format: "
+                               f"[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+        return items
     n: float
-    try:
-        n = float(v) if d.type == "double" else int(v)
-    except ValueError:
-        return f"Not a number of type {d.type.upper()}"
-    limit = INT_MAX if d.type == "int" else LONG_MAX
-    if d.type != "double" and not -limit - 1 <= n <= limit:
-        return f"Not a number of type {d.type.upper()}"
+    if d.type == "double":
+        if not _DOUBLE.fullmatch(v):
+            raise _Invalid(value, "Not a number of type DOUBLE")
+        n = float(v.rstrip("fFdD").replace("Infinity", "inf"))
+        shown = java_double(n)
+    else:
+        limit = INT_MAX if d.type == "int" else LONG_MAX
+        if not _INTEGER.fullmatch(v) or not -limit - 1 <= int(v) <= limit:
+            raise _Invalid(value, f"Not a number of type {d.type.upper()}")
+        n = int(v)
+        shown = str(n)
     if n in d.also:
-        return None
+        return n
     if d.also and d.at_least is not None and d.at_most is not None and not d.at_least <= n <= d.at_most:
-        return f"Value must be between {_num(d.at_least)} and {_num(d.at_most)} or equal to {d.also[0]}"
+        raise _Invalid(shown, f"Value must be between {_num(d.at_least)} and {_num(d.at_most)} or equal to "
+                              f"{d.also[0]}")
     if d.at_least is not None and n < d.at_least:
-        return f"Value must be at least {_num(d.at_least)}"
+        raise _Invalid(shown, f"Value must be at least {_num(d.at_least)}")
     if d.at_most is not None and n > d.at_most:
-        return f"Value must be no more than {_num(d.at_most)}"
-    return None
+        raise _Invalid(shown, f"Value must be no more than {_num(d.at_most)}")
+    return n
 
 
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
+def config_error(configs: dict[str, str | None]) -> str | None:
+    """Why a CreateTopics config set is invalid (INVALID_CONFIG), or None, in the order and words of Kafka 4.4.0:
+    null values (ControllerConfigurationValidator), unknown names (LogConfig.validateNames), each value's type and
+    validator in LogConfig's definition order (ConfigDef.parse: "Invalid value X for configuration K: why"; ValidList:
+    "Configuration 'K' values must not be empty."), then the checks across configs
+    (LogConfig.validateValues, tiered storage disabled in the broker)."""
+    nulls = [k for k, v in configs.items() if v is None]
+    if nulls:
+        return f"Null value not supported for topic configs: {','.join(nulls)}"
+    for key in configs:
+        if key not in KAFKA_TOPIC_CONFIGS:
+            return f"Unknown topic config name: {key}"
+    parsed = {}
+    for key, d in KAFKA_TOPIC_CONFIGS.items():              # definition order, as ConfigDef.parse
+        if key in configs:
+            try:
+                parsed[key] = _parse(key, d, str(configs[key]))
+            except _Invalid as e:
+                return e.message(key)
+    lo = parsed.get("min.compaction.lag.ms", int(KAFKA_TOPIC_CONFIGS["min.compaction.lag.ms"].default))
+    hi = parsed.get("max.compaction.lag.ms", int(KAFKA_TOPIC_CONFIGS["max.compaction.lag.ms"].default))
+    if lo > hi:
+        return f"conflict topic config setting min.compaction.lag.ms ({lo}) > max.compaction.lag.ms ({hi})"
+    if parsed.get("remote.storage.enable"):
+        return ("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote "
+                "log storage.")
+    return None
+
+
+def canonical(key: str, value: str) -> str:
+    """A valid stored value as Kafka's DescribeConfigs shows it (parsed, then ConfigDef.convertToString: "TRUE" is
+    "true", " 5000 " is "5000", "compact, delete" is "compact,delete", "0.50" is "0.5")."""
+    d = KAFKA_TOPIC_CONFIGS[key]
+    try:
+        parsed = _parse(key, d, value)
+    except _Invalid:
+        return value                            # refused at creation; not reached for a stored topic
+    if d.type == "list":
+        return ",".join(parsed)
+    if d.type == "double":
+        return java_double(parsed)
+    return config_text(parsed)
+
+
 def topic_setting(configs: dict[str, str], broker_config: Any, key: str) -> Any:
     """A topic config if the topic overrides it, else the broker default it maps to (Kafka's LogConfig), else
-    Kafka's default for it."""
+    Kafka's default for it; typed (int, bool, float, list of str, str)."""
     if key in configs:
-        value = str(configs[key]).strip()
+        value = str(configs[key])
     elif TOPIC_CONFIGS.get(key) is not None:
         return broker_config[TOPIC_CONFIGS[key]]
     else:
         value = KAFKA_TOPIC_CONFIGS[key].default
-    if key in NUMERIC_TOPIC_CONFIGS:
-        return int(value)
-    if key in BOOL_TOPIC_CONFIGS:
-        return value.lower() == "true"
-    return value
+    return _parse(key, KAFKA_TOPIC_CONFIGS[key], value)
+
+
+def config_text(value: Any) -> str | None:
+    """A config value as Kafka shows it (booleans lower-case)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def effective_topic_configs(configs: dict[str, str], broker_config: Any, *, as_stored: bool = True
+                            ) -> list[tuple[str, str | None, int, str]]:
+    """(name, value, config_source, type) of every Kafka topic config, sorted by name: the topic's override
+    (DYNAMIC_TOPIC_CONFIG), else the broker setting it maps to (STATIC_BROKER_CONFIG when set at start, else
+    DEFAULT_CONFIG), else Kafka's default (KafkaConfigSchema.resolveEffectiveTopicConfig). CreateTopics v5+ echoes
+    an override as given (``as_stored``: the record's string), DescribeConfigs shows it parsed (``canonical``,
+    ConfigHelper.createTopicConfigEntry)."""
+    from .config import DEFAULTS
+
+    out = []
+    for key, d in sorted(KAFKA_TOPIC_CONFIGS.items()):
+        broker_key = TOPIC_CONFIGS.get(key)
+        if key in configs:
+            value = str(configs[key]) if as_stored else canonical(key, str(configs[key]))
+            source = DYNAMIC_TOPIC_CONFIG
+        elif broker_key is not None:
+            setting = broker_config[broker_key]
+            value = config_text(setting)
+            source = DEFAULT_CONFIG if setting == DEFAULTS[broker_key][1] else STATIC_BROKER_CONFIG
+        else:
+            value, source = d.default, DEFAULT_CONFIG
+        out.append((key, value, source, d.type))
+    return out

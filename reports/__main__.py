@@ -217,6 +217,22 @@ def _run_conformance(args: argparse.Namespace) -> int:
 SUBCOMMANDS["conformance"] = ("conformance results JSON (one per target run) -> one static HTML page",
                               _add_conformance, _run_conformance)
 
+
+def _add_diff(p: argparse.ArgumentParser) -> None:
+    from reports.diff_page import add_arguments
+
+    add_arguments(p)
+
+
+def _run_diff(args: argparse.Namespace) -> int:
+    from reports.diff_page import run
+
+    return run(args)
+
+
+SUBCOMMANDS["diff"] = ("differential report JSON (python -m conformance.diff) -> one static HTML page", _add_diff,
+                       _run_diff)
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0],
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -4,6 +4,8 @@ Behavior (Kafka ``ReplicaManager.deleteRecords`` / ``UnifiedLog.maybeIncrementLo
 - Offset -1 means "up to the high watermark". An offset above the HW (or otherwise negative) is
   OFFSET_OUT_OF_RANGE. The log start offset only moves forward; the answer's low watermark is the new log start.
 - Moving the log start wakes parked fetches whose offset fell below it, so they answer OFFSET_OUT_OF_RANGE.
+- A topic whose cleanup.policy does not include "delete" (compact only) answers POLICY_VIOLATION
+  (Partition.deleteRecordsOnLeader: "can not be deleted due to the configured policy"), checked first.
 """
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ async def handle(ctx, req):
             p, err = b.leader_partition(t.name, rp.partition_index)
             if err:
                 parts.append(PartResult(partition_index=rp.partition_index, low_watermark=-1, error_code=err))
+                continue
+            if "delete" not in b.topic_setting(t.name, "cleanup.policy"):
+                parts.append(PartResult(partition_index=rp.partition_index, low_watermark=-1,
+                                        error_code=E.PolicyViolationError.errno))
                 continue
             offset = p.hw if rp.offset == -1 else rp.offset
             if offset < 0 or offset > p.hw:

@@ -8,6 +8,9 @@ Behavior:
   leadership. Deliberate difference (GAPS.md): the creation is awaited, so the first lookup answers at once.
 - Transaction keys (key_type 1) get COORDINATOR_NOT_AVAILABLE: transactions are not implemented (GAPS.md).
 - v4+ batch many keys (KIP-699).
+- error_message as Kafka 4.x sends it: v1–v3 "NONE" on success (KafkaApis answers with Errors.message()), the
+  reason otherwise; v4 "" for every key (KafkaApis sets no message; the schema default).
+- An empty group id is a key like any other (KafkaApis.getCoordinator hashes it; JoinGroup refuses it later).
 """
 from __future__ import annotations
 
@@ -25,8 +28,6 @@ async def coordinator_for(b, key: str, key_type: int) -> tuple[int, str | None, 
     """(error, message, node id, host, port)."""
     if key_type != GROUP:
         return E.CoordinatorNotAvailableError.errno, "transactions are not supported", -1, "", -1
-    if not key:
-        return E.InvalidRequestError.errno, "empty group id", -1, "", -1
     if await b.ensure_offsets_topic():   # Kafka creates __consumer_offsets on the first lookup
         return E.CoordinatorNotAvailableError.errno, "the offsets topic could not be created", -1, "", -1
     st = b.coordinator_for(key)
@@ -45,8 +46,10 @@ async def handle(ctx, req):
         for key in req.coordinator_keys:
             err, msg, node, host, port = await coordinator_for(b, key, key_type)
             coords.append(FindCoordinatorResponse.Coordinator(key=key, node_id=node, host=host, port=port,
-                                                              error_code=err, error_message=msg))
+                                                              error_code=err, error_message=""))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coords)
     err, msg, node, host, port = await coordinator_for(b, req.key, key_type)
+    if err == 0:
+        msg = "NONE"
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node, host=host,
                                    port=port)

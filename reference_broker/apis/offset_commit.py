@@ -6,7 +6,9 @@ Behavior (OffsetMetadataManager.validateOffsetCommit, ClassicGroup.validateOffse
 - Generation -1 on an Empty group is accepted (manual assignment). Otherwise UNKNOWN_MEMBER_ID /
   FENCED_INSTANCE_ID / ILLEGAL_GENERATION as validateMember decides; REBALANCE_IN_PROGRESS in
   CompletingRebalance; commits are allowed in PreparingRebalance.
-- Per partition: UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist; OFFSET_METADATA_TOO_LARGE when the
+- Per partition: UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, whatever the group says (KafkaApis
+  answers them before asking the coordinator; a request naming only such partitions never reaches the group, so
+  no simple group is created); OFFSET_METADATA_TOO_LARGE when the
   metadata is longer than offset.metadata.max.bytes (4096), counted as Java's String.length() counts: UTF-16
   code units, not bytes (OffsetMetadataManager.isMetadataInvalid). Null metadata is stored as "" (Kafka's
   OffsetAndMetadata.NO_METADATA); the offset itself is not validated (-1 is stored like any other). Accepted
@@ -49,9 +51,13 @@ def metadata_too_large(metadata: str | None, faults) -> bool:
 async def handle(ctx, req):
     b = ctx.broker
     v = ctx.api_version
-    err = await b.coordinator_error(req.group_id)
+    # KafkaApis.handleOffsetCommitRequest: partitions that do not exist are answered UNKNOWN_TOPIC_OR_PARTITION by
+    # the broker itself; only the others go to the coordinator (none at all: the group is not even looked at)
+    known = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
+             if b.image.partition(t.name, p.partition_index) is not None]
+    err = await b.coordinator_error(req.group_id) if known else 0
     g = None
-    if not err:
+    if not err and known:
         err, g = b.groups.validate_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id,
                                           req.group_instance_id if v >= 7 else None, v)
         if err == E.UnknownMemberIdError.errno and g is not None and b.faults.on("offsets.accept_unknown_member"):
@@ -63,10 +69,10 @@ async def handle(ctx, req):
         parts = []
         for p in t.partitions:
             code = err
-            if not code:
-                if b.image.partition(t.name, p.partition_index) is None:
-                    code = E.UnknownTopicOrPartitionError.errno
-                elif metadata_too_large(p.committed_metadata, b.faults):
+            if b.image.partition(t.name, p.partition_index) is None:
+                code = E.UnknownTopicOrPartitionError.errno
+            elif not code:
+                if metadata_too_large(p.committed_metadata, b.faults):
                     code = E.OffsetMetadataTooLargeError.errno
                 else:
                     epoch = p.committed_leader_epoch if v >= 6 and not b.faults.on("offsets.drop_leader_epoch") else -1

@@ -9,8 +9,13 @@ Behavior:
   replication factor: Kafka >= 3.7's effectiveMinIsr) acks=-1 fails with NOT_ENOUGH_REPLICAS before appending; when the ISR shrinks below it after the append, the batch answers
   NOT_ENOUGH_REPLICAS_AFTER_APPEND once the HW passes it (or REQUEST_TIMED_OUT: the HW is held below min ISR,
   KAFKA-15583). Only the partition's leader appends: others answer NOT_LEADER_OR_FOLLOWER.
-- Each partition carries exactly one record batch v2 (ProduceRequest v3+ rule): zero or several batches, or an
-  older magic, is INVALID_RECORD; a CRC32C mismatch is CORRUPT_MESSAGE; a batch above ``message.max.bytes`` is
+- Records whose first batch names an unknown magic are CORRUPT_MESSAGE before anything else (also for a topic that
+  does not exist), with the reason: the only error_message a produce answer carries. Everything else has none
+  (KafkaApis' PartitionResponse(error), ReplicaManager.LogAppendResult.errorMessage): INVALID_RECORD for records that
+  are not exactly one complete v2 batch (fewer than 12 trailing bytes are ignored), NOT_ENOUGH_REPLICAS,
+  MESSAGE_TOO_LARGE, CORRUPT_MESSAGE for a CRC mismatch, ...
+- Each partition carries exactly one record batch v2 (ProduceRequest v3+ rule): zero, several or a partial batch,
+  or an older magic, is INVALID_RECORD; a CRC32C mismatch is CORRUPT_MESSAGE; a batch above ``message.max.bytes`` is
   MESSAGE_TOO_LARGE (topic max.message.bytes, else broker message.max.bytes); a client write to an internal topic is INVALID_TOPIC_EXCEPTION. Nothing of a rejected batch
   is written.
 - Batches are stored as sent (compressed batches stay compressed); only base offset and leader epoch are set.
@@ -36,30 +41,43 @@ PartResp = TopicResp.PartitionProduceResponse
 INVALID_TXN_STATE = 48
 
 
-def validate_batch(records, max_bytes: int) -> tuple[int, str | None, B.BatchHeader | None]:
-    """The ProduceRequest v3+ and LogValidator checks a leader makes before appending."""
-    if not records:
-        return E.InvalidRecordError.errno, "produce request carries no record batch", None
+LOG_OVERHEAD = 12   # base offset + length: fewer trailing bytes than this are not read as a batch at all
+
+
+def magic_error(records) -> str | None:
+    """Records whose first batch names no known magic are refused with the whole request, before the topic is
+    looked at: CORRUPT_MESSAGE, the one produce error Kafka 4.4 sends with a message ("Invalid magic found in
+    record: N", as its record iteration raises it)."""
+    if records is not None and len(records) > B.MAGIC and records[B.MAGIC] > 2:
+        return f"Invalid magic found in record: {records[B.MAGIC]}"
+    return None
+
+
+def validate_batch(records, max_bytes: int) -> tuple[int, B.BatchHeader | None, bytes]:
+    """The ProduceRequest v3+ and LogValidator checks a leader makes before appending → (error, header, the batch's
+    bytes). Not exactly one complete v2 batch is INVALID_RECORD (ProduceRequest.validateRecords), a CRC32C mismatch
+    CORRUPT_MESSAGE (LogValidator); fewer than 12 trailing bytes are ignored, as Kafka's batch iterator does."""
+    data = bytes(records or b"")
     try:
-        batches = list(B.iter_batches(records))
-    except B.InvalidBatch as e:
-        return E.CorruptRecordError.errno, str(e), None
-    if len(batches) != 1:
-        return E.InvalidRecordError.errno, f"expected exactly one record batch, got {len(batches)}", None
+        batches = list(B.iter_batches(data, strict=False))
+    except B.InvalidBatch:
+        return E.InvalidRecordError.errno, None, data
+    consumed = sum(h.size for _, h in batches)
+    if len(batches) != 1 or len(data) - consumed >= LOG_OVERHEAD:
+        return E.InvalidRecordError.errno, None, data
+    data = data[:consumed]
     _, h = batches[0]
-    if h.magic != 2:
-        return E.InvalidRecordError.errno, f"record batch magic {h.magic}; produce v3+ requires magic 2", None
+    if h.magic != 2 or h.records_count <= 0:
+        return E.InvalidRecordError.errno, None, data
     if h.size > max_bytes:
-        return E.MessageSizeTooLargeError.errno, f"batch of {h.size} bytes exceeds message.max.bytes={max_bytes}", None
-    if h.records_count <= 0:
-        return E.InvalidRecordError.errno, "record batch with no records", None
+        return E.MessageSizeTooLargeError.errno, None, data
     try:
-        h = B.validate(records)
-    except B.InvalidBatch as e:
-        return E.CorruptRecordError.errno, str(e), None
+        h = B.validate(data)
+    except B.InvalidBatch:
+        return E.CorruptRecordError.errno, None, data
     if h.is_transactional or h.is_control:
-        return INVALID_TXN_STATE, "transactions are not supported by the reference broker", None
-    return 0, None, h
+        return INVALID_TXN_STATE, None, data
+    return 0, h, data
 
 
 @handles(ProduceRequest, ProduceResponse, VERSIONS)
@@ -71,6 +89,10 @@ async def handle(ctx, req):
     for td in req.topic_data:
         for pd in td.partition_data:
             key = (td.name, pd.index)
+            bad_magic = magic_error(pd.records)
+            if bad_magic is not None:
+                results[key] = [E.CorruptRecordError.errno, -1, bad_magic]
+                continue
             if acks not in (-1, 0, 1):
                 results[key] = [E.InvalidRequiredAcksError.errno, -1, f"acks={acks} must be -1, 0 or 1"]
                 continue
@@ -85,16 +107,16 @@ async def handle(ctx, req):
             max_bytes = b.topic_setting(td.name, "max.message.bytes")
             if b.faults.on("produce.ignore_max_message_bytes"):    # clients suite switch
                 max_bytes = 1 << 31
-            err, msg, header = validate_batch(pd.records, max_bytes)
+            err, header, data = validate_batch(pd.records, max_bytes)
             if err:
-                results[key] = [err, -1, msg]
+                results[key] = [err, -1, None]
                 continue
             if (acks == -1 and len(p.isr) < p.effective_min_isr
                     and not b.faults.on("produce.ignore_min_insync")):
                 results[key] = [E.NotEnoughReplicasError.errno, -1,
                                 f"ISR {sorted(p.isr)} smaller than min.insync.replicas {p.effective_min_isr}"]
                 continue
-            res = p.append_as_leader(bytes(pd.records), header, b.clock.wall_ms())
+            res = p.append_as_leader(data, header, b.clock.wall_ms())
             results[key] = [res.error, res.base_offset, res.error_message]
             if res.error == 0 and acks == -1:
                 waits.append(ProducePartitionStatus(td.name, pd.index, res.base_offset + header.last_offset_delta + 1))
@@ -112,6 +134,9 @@ async def handle(ctx, req):
                 results[(s.topic, s.partition_index)][2] = s.message
     by_topic: dict[str, list] = {}
     for (topic, idx), (err, base, msg) in results.items():
+        if msg is not None and not msg.startswith("Invalid magic"):
+            msg = None      # Kafka: PartitionResponse(error) and LogAppendResult.errorMessage carry none
+
         p = b.partition(topic, idx)
         by_topic.setdefault(topic, []).append(PartResp(
             index=idx, error_code=err, base_offset=base, log_append_time_ms=-1,

@@ -6,18 +6,23 @@ Behavior:
 - A topic named twice in one request: INVALID_REQUEST for each (Kafka: "Create topics request from client ...
   contains duplicate topic"). Manual assignments (partitions and replication factor -1) as Kafka checks them
   (QuorumController.create_topic_assigned): leader = the first unfenced assigned replica.
-- ``validate_only`` checks without creating. v5+ return partitions, replication factor and configs; v7 topic id.
+- ``validate_only`` checks without creating. v5+ return partitions, replication factor and every topic config
+  with its value (an override as given, unparsed) and source, sorted by name (ReplicationControlManager.createTopic:
+  computeEffectiveTopicConfigs; source of min.insync.replicas: GAPS.md), also for validate_only; a refused topic
+  has -1, -1 and configs []; v7 topic id (validate_only: a fresh one, not kept).
 - Replicas are placed by controller/placement.py; the answer waits (boundedly) until live brokers applied the
   new records (GAPS.md).
 """
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
 from kafka import errors as E
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from ...registry import CONTROLLER
+from ...topic_config import effective_topic_configs
 
 API_KEY = 19
 VERSIONS = (2, 7)
@@ -49,12 +54,25 @@ async def handle(ctx, req):
     results = []
     for t, (err, msg) in zip(req.topics, errors, strict=True):
         topic = c.image.topics.get(t.name)
-        ok = err == 0 and topic is not None
+        created = err == 0 and (topic is not None or req.validate_only)
+        requested = {cfg.name: cfg.value for cfg in t.configs}
+        if created and topic is not None and not req.validate_only:
+            partitions, rf = len(topic.partitions), topic.replication_factor
+        elif created and t.assignments:
+            partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
+        elif created:
+            partitions = t.num_partitions if t.num_partitions != -1 else c.config["num.partitions"]
+            rf = t.replication_factor if t.replication_factor != -1 else c.config["default.replication.factor"]
+        else:
+            partitions = rf = -1
+        if created and topic is not None and not req.validate_only:
+            topic_id = topic.topic_id
+        else:   # ReplicationControlManager draws the id before it looks at validate_only: a fresh one, not kept
+            topic_id = uuid.UUID(int=c.rng.getrandbits(128)) if created else None
         results.append(Result(
-            name=t.name, topic_id=topic.topic_id if ok else None, error_code=err, error_message=msg,
-            num_partitions=len(topic.partitions) if ok else -1,
-            replication_factor=topic.replication_factor if ok else -1,
-            configs=[Result.CreatableTopicConfigs(name=k, value=v, read_only=False, config_source=1,
+            name=t.name, topic_id=topic_id, error_code=err,
+            error_message=msg, num_partitions=partitions, replication_factor=rf,
+            configs=[Result.CreatableTopicConfigs(name=k, value=v, read_only=False, config_source=source,
                                                   is_sensitive=False)
-                     for k, v in topic.configs.items()] if ok else None))
+                     for k, v, source, _ in effective_topic_configs(requested, c.config)] if created else []))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -2,7 +2,8 @@
 
 Behavior: a remove_topic record; every broker then drops its replicas and parked fetches on the topic complete
 at once with UNKNOWN_TOPIC_OR_PARTITION (DelayedFetch Case C). Unknown names: UNKNOWN_TOPIC_OR_PARTITION; unknown
-ids (v6): UNKNOWN_TOPIC_ID. ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED.
+ids (v6): UNKNOWN_TOPIC_ID. ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED. An error comes with
+its text (Kafka: ApiError(error).message()), a deleted topic with error_message null.
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ async def handle(ctx, req):
             err = E.TopicDeletionDisabledError.errno
         else:
             err = c.delete_topic(name)
-        results.append(Result(name=name, topic_id=tid, error_code=err, error_message=None))
+        # ControllerApis.deleteTopics answers new ApiError(error): the error's own text, null on success
+        results.append(Result(name=name, topic_id=tid, error_code=err,
+                              error_message=E.for_code(err).description if err else None))
     await c.wait_applied(c.end_offset, APPLY_WAIT_S)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
