@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from conformance.wire import Wire, keyed_batch, record_batch
+from conformance.properties import ops
+from conformance.wire import Wire, keyed_batch, record_batch, unique_name
+from fixtures import make_target
 from fixtures.reference import ReferenceTarget
+from fixtures.target import Target
 
 MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 10, 2, 3
 # Kafka 4.4.0's CreateTopics v7 answer for a topic with retention.ms=1000 (the configs the reference knows)
@@ -352,3 +356,87 @@ def test_topic_config_values_echoed_as_sent_and_described_parsed(broker: Referen
              "max.message.bytes": 3, "segment.bytes": 3, "min.cleanable.dirty.ratio": 6, "cleanup.policy": 7,
              "follower.replication.throttled.replicas": 7}
     assert {k: shown.get(k) for k in ODD_VALUES} == {k: (v, 1, types[k]) for k, (_, v) in ODD_VALUES.items()}, shown
+
+
+# -- the same requests to the reference broker and to Apache Kafka 4.4.0 (one node each) --------------------------
+
+@pytest.fixture(scope="module", params=["reference", "kafka"])
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """A single-node target of each kind: these answers are asserted to be Kafka's by asking Kafka as well. The
+    reference runs with the kafka target's group timings (fixtures/kafka.py)."""
+    timings = ["kafka.group.initial.rebalance.delay.ms=300", "kafka.group.min.session.timeout.ms=500"]
+    config = ["memory=true", *timings] if request.param == "reference" else []
+    with make_target(request.param, config=config, work_dir=tmp_path_factory.mktemp(request.param)) as t:
+        yield t
+
+
+async def _own(stack: AsyncExitStack, bootstrap: str, group: str) -> Wire:
+    """A connection of its own to the group's coordinator: a broker answers one connection's requests in order, so
+    a parked JoinGroup would hold up every later request on a shared one. Once the coordinator is ready (a fresh
+    Kafka answers NOT_COORDINATOR until its offsets partition is loaded)."""
+    co = await stack.enter_async_context(await ops.coordinator(bootstrap, group))
+    await co.coordinator_ready(group)
+    return co
+
+
+async def _stable_static_pair(stack: AsyncExitStack, bootstrap: str, group: str,
+                              version: int) -> list[tuple[Wire, Any, str]]:
+    """Two static members joined and synced (assignments {id: b"A:<id>"}): [(wire, JoinGroup answer, instance id)]
+    of the leader, then of the follower."""
+    members = [(await _own(stack, bootstrap, group), instance) for instance in ("inst-a", "inst-b")]
+    joins = await asyncio.gather(*(c.join_group(group, instance_id=i, version=version) for c, i in members))
+    assert [j.error_code for j in joins] == [0, 0], joins
+    assert joins[0].generation_id == joins[1].generation_id, joins
+    pair = sorted(((c, j, i) for (c, i), j in zip(members, joins, strict=True)),
+                  key=lambda m: m[1].member_id != m[1].leader)
+    assignments = {j.member_id: b"A:" + j.member_id.encode() for _, j, _ in pair}
+    synced = await asyncio.gather(*(c.sync_group(group, j.generation_id, j.member_id,
+                                                 assignments if j.member_id == j.leader else None, instance_id=i)
+                                    for c, j, i in pair))
+    assert [s.error_code for s in synced] == [0, 0], synced
+    return pair
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_static_leader_rejoining_a_stable_group(target: Target, version: int) -> None:
+    """A static leader rejoining a Stable group with a new member id and the same protocols: no rebalance; v9+
+    answers the new leader id, the member list and skip_assignment (KIP-814), v0-v8 the leader id as it was before
+    the replacement — the old one (GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin's
+    currentLeader). The member keeps its assignment, also in DescribeGroups."""
+    group = unique_name(f"shapes-static-v{version}")
+
+    async def body(w: Wire) -> tuple[Any, Any, Any, Any]:
+        async with AsyncExitStack() as stack:
+            (c1, ja, instance), (_, jb, _) = await _stable_static_pair(stack, target.bootstrap, group, version)
+            again = await c1.join_group(group, instance_id=instance, version=version, timeout_s=5)
+            return ja, jb, again, await c1.describe_group(group)
+    ja, jb, again, described = run(target.bootstrap, body)
+    assert again.error_code == 0 and again.member_id not in (ja.member_id, jb.member_id), again
+    assert again.generation_id == ja.generation_id, "no rebalance"
+    if version >= 9:
+        assert (again.leader, again.skip_assignment) == (again.member_id, True), again
+        assert sorted(m.member_id for m in again.members) == sorted([again.member_id, jb.member_id]), again
+    else:
+        assert (again.leader, again.members) == (ja.member_id, []), f"{target.name}: {again}"
+    assert described.group_state == "Stable", described
+    kept = {m.member_id: bytes(m.member_assignment) for m in described.members}
+    assert kept == {again.member_id: b"A:" + ja.member_id.encode(), jb.member_id: b"A:" + jb.member_id.encode()}
+
+
+def test_static_member_with_new_metadata_does_not_rebalance(target: Target) -> None:
+    """A static member rejoining a Stable group with other metadata (and another protocol besides) rebalances only
+    if the protocol the group would select changes (ClassicGroup.selectProtocol after updateMember); here it does
+    not, so the join is answered at once in the same generation and the new metadata is described."""
+    group = unique_name("shapes-static-meta")
+
+    async def body(w: Wire) -> tuple[Any, Any, Any]:
+        async with AsyncExitStack() as stack:
+            _, (c2, jb, instance) = await _stable_static_pair(stack, target.bootstrap, group, 7)
+            again = await c2.join_group(group, instance_id=instance, timeout_s=5,
+                                        protocols=[("roundrobin", b"rr"), ("range", b"\x00\x01new")])
+            return jb, again, await c2.describe_group(group)
+    jb, again, described = run(target.bootstrap, body)
+    assert (again.error_code, again.generation_id, again.protocol_name) == (0, jb.generation_id, "range"), again
+    assert described.group_state == "Stable", described
+    assert bytes(next(m for m in described.members if m.member_id == again.member_id).member_metadata) == \
+        b"\x00\x01new", described
