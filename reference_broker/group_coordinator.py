@@ -881,6 +881,9 @@ class GroupCoordinator:
     # -- admin ------------------------------------------------------------------------------------------------
 
     def describe(self, group_id: str) -> dict[str, Any]:
+        """GroupMetadataManager.describeGroups: the protocol and member metadata only when Stable; each member's
+        assignment in every state — the last generation's, kept through PreparingRebalance and CompletingRebalance
+        until a rebalance starts from CompletingRebalance or storing the next one fails (both clear it)."""
         g = self.groups.get(group_id)
         if g is None:
             dead = EMPTY if self.faults.on("group.describe_unknown_empty") else DEAD
@@ -888,10 +891,10 @@ class GroupCoordinator:
         stable = g.state == STABLE
         state = STABLE if g.state == COMPLETING and self.faults.on("group.describe_completing_as_stable") else g.state
         return {"state": state, "protocol_type": g.protocol_type or "",
-                "protocol": g.protocol_name or "" if g.state in (STABLE, COMPLETING) else "",
+                "protocol": g.protocol_name or "" if stable else "",
                 "members": [(mid, m.group_instance_id, m.client_id, m.client_host,
                              m.metadata_for(g.protocol_name) if stable else b"",
-                             m.assignment if stable else b"") for mid, m in g.members.items()]}
+                             m.assignment) for mid, m in g.members.items()]}
 
     async def delete_group(self, group_id: str) -> int:
         """DeleteGroups: tombstones for the group and its offsets; answered once they are committed (readers keep

@@ -440,3 +440,45 @@ def test_static_member_with_new_metadata_does_not_rebalance(target: Target) -> N
     assert described.group_state == "Stable", described
     assert bytes(next(m for m in described.members if m.member_id == again.member_id).member_metadata) == \
         b"\x00\x01new", described
+
+
+def test_describe_groups_shows_assignments_until_a_rebalance_clears_them(target: Target) -> None:
+    """DescribeGroups answers each member's assignment in every state — the previous generation's through
+    PreparingRebalance and CompletingRebalance (ClassicGroupMember.describeNoMetadata) — and the protocol and
+    member metadata only when Stable; a rebalance that starts from CompletingRebalance clears the assignments
+    (resetAndPropagateAssignmentWithError)."""
+    group = unique_name("shapes-describe")
+
+    def shape(d: Any) -> tuple[str, str, list[tuple[bytes, bytes]]]:
+        return (d.group_state, d.protocol_data,
+                sorted((bytes(m.member_metadata), bytes(m.member_assignment)) for m in d.members))
+
+    async def body(w: Wire) -> list[Any]:
+        async with AsyncExitStack() as stack:
+            ca, cb, admin = [await _own(stack, target.bootstrap, group) for _ in range(3)]
+            ja = await ca.join_new_member(group, metadata=b"meta-a")
+            assert (await ca.sync_group(group, ja.generation_id, ja.member_id,
+                                        {ja.member_id: b"asg-a"})).error_code == 0
+            seen = [await admin.describe_group(group)]
+            b_joins = asyncio.ensure_future(cb.join_new_member(group, metadata=b"meta-b"))
+            for _ in range(100):
+                if (await admin.describe_group(group)).group_state == "PreparingRebalance":
+                    break
+                await asyncio.sleep(0.05)
+            seen.append(await admin.describe_group(group))
+            await ca.join_group(group, ja.member_id, metadata=b"meta-a")
+            jb = await b_joins
+            seen.append(await admin.describe_group(group))
+            b_again = asyncio.ensure_future(cb.join_group(group, jb.member_id, metadata=b"meta-b2"))
+            for _ in range(100):
+                if (await admin.describe_group(group)).group_state == "PreparingRebalance":
+                    break
+                await asyncio.sleep(0.05)
+            seen.append(await admin.describe_group(group))
+            b_again.cancel()
+            return seen
+    stable, preparing, completing, restarted = [shape(d) for d in run(target.bootstrap, body)]
+    assert stable == ("Stable", "range", [(b"meta-a", b"asg-a")]), stable
+    assert preparing == ("PreparingRebalance", "", [(b"", b""), (b"", b"asg-a")]), preparing
+    assert completing == ("CompletingRebalance", "", [(b"", b""), (b"", b"asg-a")]), completing
+    assert restarted == ("PreparingRebalance", "", [(b"", b""), (b"", b"")]), restarted
