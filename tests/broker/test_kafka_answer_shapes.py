@@ -21,6 +21,7 @@ from fixtures.reference import ReferenceTarget
 from fixtures.target import Target
 
 MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 10, 2, 3
+OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID = 1, 75, 100
 # Kafka 4.4.0's CreateTopics v7 answer for a topic with retention.ms=1000 (the configs the reference knows)
 KAFKA_CREATED = {"cleanup.policy": ("delete", 5), "compression.type": ("producer", 5),
                  "max.message.bytes": ("1048588", 5), "message.timestamp.type": ("CreateTime", 5),
@@ -482,3 +483,86 @@ def test_describe_groups_shows_assignments_until_a_rebalance_clears_them(target:
     assert preparing == ("PreparingRebalance", "", [(b"", b""), (b"", b"asg-a")]), preparing
     assert completing == ("CompletingRebalance", "", [(b"", b""), (b"", b"asg-a")]), completing
     assert restarted == ("PreparingRebalance", "", [(b"", b""), (b"", b"")]), restarted
+
+
+def test_fetch_answers_unknown_partitions_last(target: Target) -> None:
+    """KafkaApis.handleFetchRequest answers partitions it does not know (unknown topic or partition) apart and adds
+    them after the partitions it read, merging only consecutive partitions of one topic; theirs is
+    aborted_transactions [] where a read partition answers null (read_committed reads: [])."""
+    async def body(w: Wire) -> tuple[str, list[Any], list[Any]]:
+        topic = await w.create_topic(partitions=2)
+        await w.produce(topic, 0, count=2)
+        out = []
+        for iso in (0, 1):
+            req = w.fetch_request([("shapes-no-such-topic", 0, 0), (topic, 0, 0), (topic, 7, 0), (topic, 1, 99)],
+                                  max_wait_ms=0, min_bytes=0, isolation_level=iso)
+            r = await w.request("Fetch", req, version=12)
+            out.append([(t.topic, p.partition_index, p.error_code, p.aborted_transactions, p.high_watermark)
+                        for t in r.body.responses for p in t.partitions])
+        return topic, out, [t.topic for t in r.body.responses]
+    topic, (uncommitted, committed), topics = run(target.bootstrap, body)
+    unknown = [("shapes-no-such-topic", 0, UNKNOWN_TOPIC_OR_PARTITION, [], -1), (topic, 7, UNKNOWN_TOPIC_OR_PARTITION,
+                                                                                 [], -1)]
+    assert uncommitted == [(topic, 0, 0, None, 2), (topic, 1, OFFSET_OUT_OF_RANGE, None, -1), *unknown], uncommitted
+    assert committed == [(topic, 0, 0, [], 2), (topic, 1, OFFSET_OUT_OF_RANGE, None, -1), *unknown], committed
+    assert topics == [topic, "shapes-no-such-topic", topic], "one topic entry per run of consecutive partitions"
+
+
+def test_fetch_parks_despite_an_unknown_partition(target: Target) -> None:
+    """An unknown partition is no read error: the partitions read still wait for min_bytes up to max_wait
+    (Kafka hands only the known partitions to ReplicaManager.fetchMessages)."""
+    async def body(w: Wire) -> float:
+        topic = await w.create_topic()
+        req = w.fetch_request([("shapes-no-such-topic", 0, 0), (topic, 0, 0)], max_wait_ms=600, min_bytes=1)
+        r = await w.request("Fetch", req, version=12)
+        assert [p.error_code for t in r.body.responses for p in t.partitions] == [0, UNKNOWN_TOPIC_OR_PARTITION]
+        return r.rtt_ns / 1e9
+    waited = run(target.bootstrap, body)
+    assert waited >= 0.5, f"{target.name} answered after {waited:.2f} s, not at max_wait (0.6 s)"
+
+
+def test_fetch_current_leader_only_on_v16_and_not_for_unknown_epoch(target: Target) -> None:
+    """UNKNOWN_LEADER_EPOCH (a newer epoch than the leader's) carries no current_leader on v12 or v16: KafkaApis
+    fills it for NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH on v16+ only."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    async def body(w: Wire) -> list[Any]:
+        topic = await w.create_topic()
+        md = await w.request("Metadata", MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)], allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False, include_topic_authorized_operations=False), version=12)
+        topic_id = md.body.topics[0].topic_id
+        out = []
+        for version in (12, 16):
+            req = w.fetch_request([(topic, 0, 0)], max_wait_ms=0, min_bytes=0, current_leader_epoch=5)
+            if version >= 13:
+                req.topics[0].topic_id = topic_id
+            r = (await w.request("Fetch", req, version=version)).body
+            p = r.responses[0].partitions[0]
+            out.append((p.error_code, p.current_leader, r.node_endpoints if version >= 16 else None))
+        return out
+    assert run(target.bootstrap, body) == [(UNKNOWN_LEADER_EPOCH, None, None), (UNKNOWN_LEADER_EPOCH, None, [])]
+
+
+def test_fetch_by_topic_id_unknown_id_and_unknown_partition(target: Target) -> None:
+    """v13+ (KIP-516): an id the broker does not know is UNKNOWN_TOPIC_ID, but a known id with a partition it does
+    not have is UNKNOWN_TOPIC_OR_PARTITION (KafkaApis.handleFetchRequest: ``topicIdPartition.topic == null`` first,
+    then ``metadataCache.contains``); both come after the partition read."""
+    import uuid
+
+    from kafka.protocol.metadata import MetadataRequest
+
+    async def body(w: Wire) -> list[Any]:
+        topic = await w.create_topic()
+        md = await w.request("Metadata", MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)], allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False, include_topic_authorized_operations=False), version=12)
+        topic_id = md.body.topics[0].topic_id
+        stranger = uuid.uuid4()
+        req = w.fetch_request([("a", 0, 0), ("b", 0, 0), ("a", 7, 0)], max_wait_ms=0, min_bytes=0)
+        req.topics[0].topic_id, req.topics[1].topic_id, req.topics[2].topic_id = topic_id, stranger, topic_id
+        r = (await w.request("Fetch", req, version=13)).body
+        return [(t.topic_id == topic_id, t.topic_id == stranger, p.partition_index, p.error_code)
+                for t in r.responses for p in t.partitions]
+    assert run(target.bootstrap, body) == [(True, False, 0, 0), (False, True, 0, UNKNOWN_TOPIC_ID),
+                                           (True, False, 7, UNKNOWN_TOPIC_OR_PARTITION)]
