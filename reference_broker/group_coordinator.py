@@ -440,7 +440,7 @@ class GroupCoordinator:
             for m in g.members.values():
                 m.assignment = b""
                 if m.awaiting_sync:
-                    m.sync_future.set_result((E.RebalanceInProgressError.errno, b""))
+                    self._answer_sync(g, m, (E.RebalanceInProgressError.errno, b""))
         if g.join_timer is not None:
             g.join_timer.cancel()
         was_empty = g.state == EMPTY
@@ -753,15 +753,21 @@ class GroupCoordinator:
         g.state = STABLE
         for mem in g.members.values():
             if mem.awaiting_sync:
-                mem.sync_future.set_result(mem.sync_answer())
+                self._answer_sync(g, mem, mem.sync_answer())
 
     def _assignment_failed(self, g: ClassicGroup, err: int) -> None:
         """resetAndPropagateAssignmentWithError, then a new rebalance."""
         for m in g.members.values():
             m.assignment = b""
             if m.awaiting_sync:
-                m.sync_future.set_result((err, b""))
+                self._answer_sync(g, m, (err, b""))
         self._prepare_rebalance(g, f"error {err} storing the assignment")
+
+    def _answer_sync(self, g: ClassicGroup, m: Member, answer: tuple[int, bytes]) -> None:
+        """Answer a parked SyncGroup and restart the member's session (GroupMetadataManager.propagateAssignment):
+        its session may have run out while it was parked, when expiry only checks again later."""
+        m.sync_future.set_result(answer)
+        self._schedule_session(g, m)
 
     # -- Heartbeat --------------------------------------------------------------------------------------------
 

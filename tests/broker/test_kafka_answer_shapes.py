@@ -566,3 +566,29 @@ def test_fetch_by_topic_id_unknown_id_and_unknown_partition(target: Target) -> N
                 for t in r.responses for p in t.partitions]
     assert run(target.bootstrap, body) == [(True, False, 0, 0), (False, True, 0, UNKNOWN_TOPIC_ID),
                                            (True, False, 7, UNKNOWN_TOPIC_OR_PARTITION)]
+
+
+def test_sync_answer_restarts_the_members_session(target: Target) -> None:
+    """A parked SyncGroup answered because the group moved on (here REBALANCE_IN_PROGRESS: the silent leader was
+    removed at the pending-sync expiry) restarts the member's session (GroupMetadataManager.propagateAssignment
+    reschedules the heartbeat of every member whose sync it completes): the follower, whose session would have run
+    out just after, may rejoin 0.6 s later (session 1 s) and is let in."""
+    group = unique_name("shapes-sync-session")
+
+    async def body(w: Wire) -> tuple[Any, Any]:
+        async with AsyncExitStack() as stack:
+            ca, cb = [await _own(stack, target.bootstrap, group) for _ in range(2)]
+            kw = {"session_timeout_ms": 1000, "rebalance_timeout_ms": 1000}
+            ja = await ca.join_new_member(group, **kw)
+            assert (await ca.sync_group(group, ja.generation_id, ja.member_id, {ja.member_id: b"x"})).error_code == 0
+            b_joins = asyncio.ensure_future(cb.join_new_member(group, **kw))
+            await asyncio.sleep(0.1)
+            ja = await ca.join_group(group, ja.member_id, **kw)
+            jb = await b_joins
+            assert ja.leader == ja.member_id, (ja, jb)
+            synced = await cb.sync_group(group, jb.generation_id, jb.member_id)   # the leader never syncs
+            await asyncio.sleep(0.6)
+            return synced, await cb.join_group(group, jb.member_id, timeout_s=5, **kw)
+    synced, again = run(target.bootstrap, body)
+    assert synced.error_code == 27, synced          # REBALANCE_IN_PROGRESS
+    assert again.error_code == 0, f"{target.name}: {again}"
