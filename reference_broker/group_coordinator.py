@@ -14,8 +14,9 @@ States (``ClassicGroupState``): Empty → PreparingRebalance → CompletingRebal
 - JoinGroup v4+ without a member id: MEMBER_ID_REQUIRED with a fresh id (KIP-394); the id must come back within
   the session timeout.
 - Static membership (KIP-345): a known ``group.instance.id`` rejoining with an empty member id gets a new member
-  id and the old one is fenced (FENCED_INSTANCE_ID); a Stable group does not rebalance when its metadata is
-  unchanged. A request naming an instance id with another member id is FENCED_INSTANCE_ID.
+  id and the old one is fenced (FENCED_INSTANCE_ID); a Stable group does not rebalance unless the protocol it
+  would select changes (new metadata alone does not). A request naming an instance id with another member id is
+  FENCED_INSTANCE_ID.
 - Validation orders and codes follow GroupMetadataManager / ClassicGroup (Kafka 4): see each method.
 
 Visibility (the new group coordinator's CoordinatorRuntime): every change is appended to the group's offsets
@@ -439,7 +440,7 @@ class GroupCoordinator:
             for m in g.members.values():
                 m.assignment = b""
                 if m.awaiting_sync:
-                    m.sync_future.set_result((E.RebalanceInProgressError.errno, b""))
+                    self._answer_sync(g, m, (E.RebalanceInProgressError.errno, b""))
         if g.join_timer is not None:
             g.join_timer.cancel()
         was_empty = g.state == EMPTY
@@ -572,7 +573,7 @@ class GroupCoordinator:
         if new.group_instance_id is not None:
             old_id = g.static_members.get(new.group_instance_id)
             if old_id is not None and old_id in g.members:
-                return await self._replace_static(g, g.members[old_id], new)
+                return await self._replace_static(version, g, g.members[old_id], new)
         elif version >= 4 and not self.faults.on("group.no_member_id_required"):
             # KIP-394: hand out the id first; the member must come back with it
             g.pending_members[new.member_id] = self._later(new.session_timeout_ms, self._expire_pending, g,
@@ -594,8 +595,15 @@ class GroupCoordinator:
             self._maybe_complete_join(g)
         return await m.join_future
 
-    async def _replace_static(self, g: ClassicGroup, old: Member, new: Member) -> JoinResult:
-        """KIP-345: the new member takes the instance's place; the old id is fenced."""
+    async def _replace_static(self, version: int, g: ClassicGroup, old: Member, new: Member) -> JoinResult:
+        """KIP-345 (GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin): the new member id takes
+        the instance's place — with the old member's client id, host and assignment (ClassicGroup.
+        replaceStaticMember), the request's protocols and timeouts — and the old id is fenced. A Stable group
+        rebalances only when the protocol it would select changes; otherwise it answers at once: v9+ with the
+        (possibly new) leader id, the member list for the leader and skip_assignment (KIP-814), v0-v8 with the
+        leader id as it was before the replacement (``currentLeader``), which is the old id when the leader
+        rejoined."""
+        current_leader = g.leader_id
         del g.members[old.member_id]
         if old.member_id in g.pending_sync:
             g.pending_sync.discard(old.member_id)
@@ -603,6 +611,7 @@ class GroupCoordinator:
         if old.session_timer is not None:
             old.session_timer.cancel()
         new.assignment = old.assignment
+        new.client_id, new.client_host = old.client_id, old.client_host
         g.members[new.member_id] = new
         g.static_members[new.group_instance_id] = new.member_id
         if g.leader_id == old.member_id:
@@ -612,10 +621,15 @@ class GroupCoordinator:
             if fut is not None and not fut.done():
                 fut.set_result(fenced)
         self._schedule_session(g, new)
-        if g.state == STABLE and old.matches(new.protocols) and not self.faults.on("group.static_rejoin_rebalances"):
-            # unchanged metadata: no rebalance; the member keeps its assignment (skip_assignment for a leader)
-            return JoinResult(NONE, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
-                              new.member_id, [], skip_assignment=g.leader_id == new.member_id)
+        if g.state == STABLE and g.select_protocol() == g.protocol_name and \
+                not self.faults.on("group.static_rejoin_rebalances"):
+            # the selected protocol stays: no rebalance; the member keeps its assignment
+            if version >= 9:
+                leads = g.leader_id == new.member_id
+                return JoinResult(NONE, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
+                                  new.member_id, self._members_view(g) if leads else [], skip_assignment=leads)
+            return JoinResult(NONE, g.generation_id, g.protocol_type, g.protocol_name, current_leader or "",
+                              new.member_id, [])
         new.join_future = asyncio.get_running_loop().create_future()
         if g.state in (STABLE, COMPLETING, EMPTY):
             self._prepare_rebalance(g, f"static member {new.group_instance_id} rejoined with new metadata")
@@ -739,15 +753,21 @@ class GroupCoordinator:
         g.state = STABLE
         for mem in g.members.values():
             if mem.awaiting_sync:
-                mem.sync_future.set_result(mem.sync_answer())
+                self._answer_sync(g, mem, mem.sync_answer())
 
     def _assignment_failed(self, g: ClassicGroup, err: int) -> None:
         """resetAndPropagateAssignmentWithError, then a new rebalance."""
         for m in g.members.values():
             m.assignment = b""
             if m.awaiting_sync:
-                m.sync_future.set_result((err, b""))
+                self._answer_sync(g, m, (err, b""))
         self._prepare_rebalance(g, f"error {err} storing the assignment")
+
+    def _answer_sync(self, g: ClassicGroup, m: Member, answer: tuple[int, bytes]) -> None:
+        """Answer a parked SyncGroup and restart the member's session (GroupMetadataManager.propagateAssignment):
+        its session may have run out while it was parked, when expiry only checks again later."""
+        m.sync_future.set_result(answer)
+        self._schedule_session(g, m)
 
     # -- Heartbeat --------------------------------------------------------------------------------------------
 
@@ -867,6 +887,9 @@ class GroupCoordinator:
     # -- admin ------------------------------------------------------------------------------------------------
 
     def describe(self, group_id: str) -> dict[str, Any]:
+        """GroupMetadataManager.describeGroups: the protocol and member metadata only when Stable; each member's
+        assignment in every state — the last generation's, kept through PreparingRebalance and CompletingRebalance
+        until a rebalance starts from CompletingRebalance or storing the next one fails (both clear it)."""
         g = self.groups.get(group_id)
         if g is None:
             dead = EMPTY if self.faults.on("group.describe_unknown_empty") else DEAD
@@ -874,10 +897,10 @@ class GroupCoordinator:
         stable = g.state == STABLE
         state = STABLE if g.state == COMPLETING and self.faults.on("group.describe_completing_as_stable") else g.state
         return {"state": state, "protocol_type": g.protocol_type or "",
-                "protocol": g.protocol_name or "" if g.state in (STABLE, COMPLETING) else "",
+                "protocol": g.protocol_name or "" if stable else "",
                 "members": [(mid, m.group_instance_id, m.client_id, m.client_host,
                              m.metadata_for(g.protocol_name) if stable else b"",
-                             m.assignment if stable else b"") for mid, m in g.members.items()]}
+                             m.assignment) for mid, m in g.members.items()]}
 
     async def delete_group(self, group_id: str) -> int:
         """DeleteGroups: tombstones for the group and its offsets; answered once they are committed (readers keep

@@ -1,8 +1,9 @@
 """DescribeGroups (key 15), v0–v5.
 
-Behavior (ClassicGroup.summary): state, protocol type, the selected protocol (while CompletingRebalance or
-Stable), and members; member metadata and assignments only when Stable. An unknown group is described as Dead
-with no error (v0–v5; v6+ would answer GROUP_ID_NOT_FOUND).
+Behavior (GroupMetadataManager.describeGroups, ClassicGroupMember.describe / describeNoMetadata): state, protocol
+type, and members; the selected protocol and member metadata only when Stable; each member's current assignment in
+every state (the previous generation's while a rebalance runs). An unknown group is described as Dead with no error
+(v0–v5; v6+ would answer GROUP_ID_NOT_FOUND).
 """
 from __future__ import annotations
 

@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from conformance.wire import Wire, keyed_batch, record_batch
+from conformance.properties import ops
+from conformance.wire import Wire, keyed_batch, record_batch, unique_name
+from fixtures import make_target
 from fixtures.reference import ReferenceTarget
+from fixtures.target import Target
 
 MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 10, 2, 3
+OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID = 1, 75, 100
 # Kafka 4.4.0's CreateTopics v7 answer for a topic with retention.ms=1000 (the configs the reference knows)
 KAFKA_CREATED = {"cleanup.policy": ("delete", 5), "compression.type": ("producer", 5),
                  "max.message.bytes": ("1048588", 5), "message.timestamp.type": ("CreateTime", 5),
@@ -352,3 +357,238 @@ def test_topic_config_values_echoed_as_sent_and_described_parsed(broker: Referen
              "max.message.bytes": 3, "segment.bytes": 3, "min.cleanable.dirty.ratio": 6, "cleanup.policy": 7,
              "follower.replication.throttled.replicas": 7}
     assert {k: shown.get(k) for k in ODD_VALUES} == {k: (v, 1, types[k]) for k, (_, v) in ODD_VALUES.items()}, shown
+
+
+# -- the same requests to the reference broker and to Apache Kafka 4.4.0 (one node each) --------------------------
+
+@pytest.fixture(scope="module", params=["reference", "kafka"])
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """A single-node target of each kind: these answers are asserted to be Kafka's by asking Kafka as well. The
+    reference runs with the kafka target's group timings (fixtures/kafka.py)."""
+    timings = ["kafka.group.initial.rebalance.delay.ms=300", "kafka.group.min.session.timeout.ms=500"]
+    config = ["memory=true", *timings] if request.param == "reference" else []
+    with make_target(request.param, config=config, work_dir=tmp_path_factory.mktemp(request.param)) as t:
+        yield t
+
+
+async def _own(stack: AsyncExitStack, bootstrap: str, group: str) -> Wire:
+    """A connection of its own to the group's coordinator: a broker answers one connection's requests in order, so
+    a parked JoinGroup would hold up every later request on a shared one. Once the coordinator is ready (a fresh
+    Kafka answers NOT_COORDINATOR until its offsets partition is loaded)."""
+    co = await stack.enter_async_context(await ops.coordinator(bootstrap, group))
+    await co.coordinator_ready(group)
+    return co
+
+
+async def _stable_static_pair(stack: AsyncExitStack, bootstrap: str, group: str,
+                              version: int) -> list[tuple[Wire, Any, str]]:
+    """Two static members joined and synced (assignments {id: b"A:<id>"}): [(wire, JoinGroup answer, instance id)]
+    of the leader, then of the follower."""
+    members = [(await _own(stack, bootstrap, group), instance) for instance in ("inst-a", "inst-b")]
+    joins = await asyncio.gather(*(c.join_group(group, instance_id=i, version=version) for c, i in members))
+    assert [j.error_code for j in joins] == [0, 0], joins
+    assert joins[0].generation_id == joins[1].generation_id, joins
+    pair = sorted(((c, j, i) for (c, i), j in zip(members, joins, strict=True)),
+                  key=lambda m: m[1].member_id != m[1].leader)
+    assignments = {j.member_id: b"A:" + j.member_id.encode() for _, j, _ in pair}
+    synced = await asyncio.gather(*(c.sync_group(group, j.generation_id, j.member_id,
+                                                 assignments if j.member_id == j.leader else None, instance_id=i)
+                                    for c, j, i in pair))
+    assert [s.error_code for s in synced] == [0, 0], synced
+    return pair
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_static_leader_rejoining_a_stable_group(target: Target, version: int) -> None:
+    """A static leader rejoining a Stable group with a new member id and the same protocols: no rebalance; v9+
+    answers the new leader id, the member list and skip_assignment (KIP-814), v0-v8 the leader id as it was before
+    the replacement — the old one (GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin's
+    currentLeader). The member keeps its assignment, also in DescribeGroups."""
+    group = unique_name(f"shapes-static-v{version}")
+
+    async def body(w: Wire) -> tuple[Any, Any, Any, Any]:
+        async with AsyncExitStack() as stack:
+            (c1, ja, instance), (_, jb, _) = await _stable_static_pair(stack, target.bootstrap, group, version)
+            again = await c1.join_group(group, instance_id=instance, version=version, timeout_s=5)
+            return ja, jb, again, await c1.describe_group(group)
+    ja, jb, again, described = run(target.bootstrap, body)
+    assert again.error_code == 0 and again.member_id not in (ja.member_id, jb.member_id), again
+    assert again.generation_id == ja.generation_id, "no rebalance"
+    if version >= 9:
+        assert (again.leader, again.skip_assignment) == (again.member_id, True), again
+        assert sorted(m.member_id for m in again.members) == sorted([again.member_id, jb.member_id]), again
+    else:
+        assert (again.leader, again.members) == (ja.member_id, []), f"{target.name}: {again}"
+    assert described.group_state == "Stable", described
+    kept = {m.member_id: bytes(m.member_assignment) for m in described.members}
+    assert kept == {again.member_id: b"A:" + ja.member_id.encode(), jb.member_id: b"A:" + jb.member_id.encode()}
+
+
+def test_static_member_with_new_metadata_does_not_rebalance(target: Target) -> None:
+    """A static member rejoining a Stable group with other metadata (and another protocol besides) rebalances only
+    if the protocol the group would select changes (ClassicGroup.selectProtocol after updateMember); here it does
+    not, so the join is answered at once in the same generation and the new metadata is described."""
+    group = unique_name("shapes-static-meta")
+
+    async def body(w: Wire) -> tuple[Any, Any, Any]:
+        async with AsyncExitStack() as stack:
+            _, (c2, jb, instance) = await _stable_static_pair(stack, target.bootstrap, group, 7)
+            again = await c2.join_group(group, instance_id=instance, timeout_s=5,
+                                        protocols=[("roundrobin", b"rr"), ("range", b"\x00\x01new")])
+            return jb, again, await c2.describe_group(group)
+    jb, again, described = run(target.bootstrap, body)
+    assert (again.error_code, again.generation_id, again.protocol_name) == (0, jb.generation_id, "range"), again
+    assert described.group_state == "Stable", described
+    assert bytes(next(m for m in described.members if m.member_id == again.member_id).member_metadata) == \
+        b"\x00\x01new", described
+
+
+def test_describe_groups_shows_assignments_until_a_rebalance_clears_them(target: Target) -> None:
+    """DescribeGroups answers each member's assignment in every state — the previous generation's through
+    PreparingRebalance and CompletingRebalance (ClassicGroupMember.describeNoMetadata) — and the protocol and
+    member metadata only when Stable; a rebalance that starts from CompletingRebalance clears the assignments
+    (resetAndPropagateAssignmentWithError)."""
+    group = unique_name("shapes-describe")
+
+    def shape(d: Any) -> tuple[str, str, list[tuple[bytes, bytes]]]:
+        return (d.group_state, d.protocol_data,
+                sorted((bytes(m.member_metadata), bytes(m.member_assignment)) for m in d.members))
+
+    async def body(w: Wire) -> list[Any]:
+        async with AsyncExitStack() as stack:
+            ca, cb, admin = [await _own(stack, target.bootstrap, group) for _ in range(3)]
+            ja = await ca.join_new_member(group, metadata=b"meta-a")
+            assert (await ca.sync_group(group, ja.generation_id, ja.member_id,
+                                        {ja.member_id: b"asg-a"})).error_code == 0
+            seen = [await admin.describe_group(group)]
+            b_joins = asyncio.ensure_future(cb.join_new_member(group, metadata=b"meta-b"))
+            for _ in range(100):
+                if (await admin.describe_group(group)).group_state == "PreparingRebalance":
+                    break
+                await asyncio.sleep(0.05)
+            seen.append(await admin.describe_group(group))
+            await ca.join_group(group, ja.member_id, metadata=b"meta-a")
+            jb = await b_joins
+            seen.append(await admin.describe_group(group))
+            b_again = asyncio.ensure_future(cb.join_group(group, jb.member_id, metadata=b"meta-b2"))
+            for _ in range(100):
+                if (await admin.describe_group(group)).group_state == "PreparingRebalance":
+                    break
+                await asyncio.sleep(0.05)
+            seen.append(await admin.describe_group(group))
+            b_again.cancel()
+            return seen
+    stable, preparing, completing, restarted = [shape(d) for d in run(target.bootstrap, body)]
+    assert stable == ("Stable", "range", [(b"meta-a", b"asg-a")]), stable
+    assert preparing == ("PreparingRebalance", "", [(b"", b""), (b"", b"asg-a")]), preparing
+    assert completing == ("CompletingRebalance", "", [(b"", b""), (b"", b"asg-a")]), completing
+    assert restarted == ("PreparingRebalance", "", [(b"", b""), (b"", b"")]), restarted
+
+
+def test_fetch_answers_unknown_partitions_last(target: Target) -> None:
+    """KafkaApis.handleFetchRequest answers partitions it does not know (unknown topic or partition) apart and adds
+    them after the partitions it read, merging only consecutive partitions of one topic; theirs is
+    aborted_transactions [] where a read partition answers null (read_committed reads: [])."""
+    async def body(w: Wire) -> tuple[str, list[Any], list[Any]]:
+        topic = await w.create_topic(partitions=2)
+        await w.produce(topic, 0, count=2)
+        out = []
+        for iso in (0, 1):
+            req = w.fetch_request([("shapes-no-such-topic", 0, 0), (topic, 0, 0), (topic, 7, 0), (topic, 1, 99)],
+                                  max_wait_ms=0, min_bytes=0, isolation_level=iso)
+            r = await w.request("Fetch", req, version=12)
+            out.append([(t.topic, p.partition_index, p.error_code, p.aborted_transactions, p.high_watermark)
+                        for t in r.body.responses for p in t.partitions])
+        return topic, out, [t.topic for t in r.body.responses]
+    topic, (uncommitted, committed), topics = run(target.bootstrap, body)
+    unknown = [("shapes-no-such-topic", 0, UNKNOWN_TOPIC_OR_PARTITION, [], -1), (topic, 7, UNKNOWN_TOPIC_OR_PARTITION,
+                                                                                 [], -1)]
+    assert uncommitted == [(topic, 0, 0, None, 2), (topic, 1, OFFSET_OUT_OF_RANGE, None, -1), *unknown], uncommitted
+    assert committed == [(topic, 0, 0, [], 2), (topic, 1, OFFSET_OUT_OF_RANGE, None, -1), *unknown], committed
+    assert topics == [topic, "shapes-no-such-topic", topic], "one topic entry per run of consecutive partitions"
+
+
+def test_fetch_parks_despite_an_unknown_partition(target: Target) -> None:
+    """An unknown partition is no read error: the partitions read still wait for min_bytes up to max_wait
+    (Kafka hands only the known partitions to ReplicaManager.fetchMessages)."""
+    async def body(w: Wire) -> float:
+        topic = await w.create_topic()
+        req = w.fetch_request([("shapes-no-such-topic", 0, 0), (topic, 0, 0)], max_wait_ms=600, min_bytes=1)
+        r = await w.request("Fetch", req, version=12)
+        assert [p.error_code for t in r.body.responses for p in t.partitions] == [0, UNKNOWN_TOPIC_OR_PARTITION]
+        return r.rtt_ns / 1e9
+    waited = run(target.bootstrap, body)
+    assert waited >= 0.5, f"{target.name} answered after {waited:.2f} s, not at max_wait (0.6 s)"
+
+
+def test_fetch_current_leader_only_on_v16_and_not_for_unknown_epoch(target: Target) -> None:
+    """UNKNOWN_LEADER_EPOCH (a newer epoch than the leader's) carries no current_leader on v12 or v16: KafkaApis
+    fills it for NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH on v16+ only."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    async def body(w: Wire) -> list[Any]:
+        topic = await w.create_topic()
+        md = await w.request("Metadata", MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)], allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False, include_topic_authorized_operations=False), version=12)
+        topic_id = md.body.topics[0].topic_id
+        out = []
+        for version in (12, 16):
+            req = w.fetch_request([(topic, 0, 0)], max_wait_ms=0, min_bytes=0, current_leader_epoch=5)
+            if version >= 13:
+                req.topics[0].topic_id = topic_id
+            r = (await w.request("Fetch", req, version=version)).body
+            p = r.responses[0].partitions[0]
+            out.append((p.error_code, p.current_leader, r.node_endpoints if version >= 16 else None))
+        return out
+    assert run(target.bootstrap, body) == [(UNKNOWN_LEADER_EPOCH, None, None), (UNKNOWN_LEADER_EPOCH, None, [])]
+
+
+def test_fetch_by_topic_id_unknown_id_and_unknown_partition(target: Target) -> None:
+    """v13+ (KIP-516): an id the broker does not know is UNKNOWN_TOPIC_ID, but a known id with a partition it does
+    not have is UNKNOWN_TOPIC_OR_PARTITION (KafkaApis.handleFetchRequest: ``topicIdPartition.topic == null`` first,
+    then ``metadataCache.contains``); both come after the partition read."""
+    import uuid
+
+    from kafka.protocol.metadata import MetadataRequest
+
+    async def body(w: Wire) -> list[Any]:
+        topic = await w.create_topic()
+        md = await w.request("Metadata", MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)], allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False, include_topic_authorized_operations=False), version=12)
+        topic_id = md.body.topics[0].topic_id
+        stranger = uuid.uuid4()
+        req = w.fetch_request([("a", 0, 0), ("b", 0, 0), ("a", 7, 0)], max_wait_ms=0, min_bytes=0)
+        req.topics[0].topic_id, req.topics[1].topic_id, req.topics[2].topic_id = topic_id, stranger, topic_id
+        r = (await w.request("Fetch", req, version=13)).body
+        return [(t.topic_id == topic_id, t.topic_id == stranger, p.partition_index, p.error_code)
+                for t in r.responses for p in t.partitions]
+    assert run(target.bootstrap, body) == [(True, False, 0, 0), (False, True, 0, UNKNOWN_TOPIC_ID),
+                                           (True, False, 7, UNKNOWN_TOPIC_OR_PARTITION)]
+
+
+def test_sync_answer_restarts_the_members_session(target: Target) -> None:
+    """A parked SyncGroup answered because the group moved on (here REBALANCE_IN_PROGRESS: the silent leader was
+    removed at the pending-sync expiry) restarts the member's session (GroupMetadataManager.propagateAssignment
+    reschedules the heartbeat of every member whose sync it completes): the follower, whose session would have run
+    out just after, may rejoin 0.6 s later (session 1 s) and is let in."""
+    group = unique_name("shapes-sync-session")
+
+    async def body(w: Wire) -> tuple[Any, Any]:
+        async with AsyncExitStack() as stack:
+            ca, cb = [await _own(stack, target.bootstrap, group) for _ in range(2)]
+            kw = {"session_timeout_ms": 1000, "rebalance_timeout_ms": 1000}
+            ja = await ca.join_new_member(group, **kw)
+            assert (await ca.sync_group(group, ja.generation_id, ja.member_id, {ja.member_id: b"x"})).error_code == 0
+            b_joins = asyncio.ensure_future(cb.join_new_member(group, **kw))
+            await asyncio.sleep(0.1)
+            ja = await ca.join_group(group, ja.member_id, **kw)
+            jb = await b_joins
+            assert ja.leader == ja.member_id, (ja, jb)
+            synced = await cb.sync_group(group, jb.generation_id, jb.member_id)   # the leader never syncs
+            await asyncio.sleep(0.6)
+            return synced, await cb.join_group(group, jb.member_id, timeout_s=5, **kw)
+    synced, again = run(target.bootstrap, body)
+    assert synced.error_code == 27, synced          # REBALANCE_IN_PROGRESS
+    assert again.error_code == 0, f"{target.name}: {again}"

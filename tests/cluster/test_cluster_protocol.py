@@ -1,6 +1,6 @@
 """What clients see of leadership on the wire: Metadata (leader, epoch, replicas, ISR, offline replicas),
-NOT_LEADER_OR_FOLLOWER with the current-leader hint on a follower, FENCED/UNKNOWN_LEADER_EPOCH by epoch, and
-OffsetForLeaderEpoch after a failover (KIP-101/KIP-279/KIP-320)."""
+NOT_LEADER_OR_FOLLOWER with the current-leader hint and its endpoint on a follower (Fetch v16+, KIP-951),
+FENCED/UNKNOWN_LEADER_EPOCH by epoch, and OffsetForLeaderEpoch after a failover (KIP-101/KIP-279/KIP-320)."""
 from __future__ import annotations
 
 import asyncio
@@ -19,12 +19,13 @@ async def _call(cluster, node: int, req, version: int):
         return (await c.request(req, version, timeout=10)).body
 
 
-def _fetch(topic: str, epoch: int) -> FetchRequest:
+def _fetch(topic: str, epoch: int, topic_id: object = None) -> FetchRequest:
     T = FetchRequest.FetchTopic
     return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-                        session_id=0, session_epoch=-1, topics=[T(topic=topic, partitions=[T.FetchPartition(
-                            partition=0, current_leader_epoch=epoch, fetch_offset=0, last_fetched_epoch=-1,
-                            log_start_offset=-1, partition_max_bytes=1 << 20)])], forgotten_topics_data=[],
+                        session_id=0, session_epoch=-1, topics=[T(topic=topic, topic_id=topic_id, partitions=[
+                            T.FetchPartition(partition=0, current_leader_epoch=epoch, fetch_offset=0,
+                                             last_fetched_epoch=-1, log_start_offset=-1,
+                                             partition_max_bytes=1 << 20)])], forgotten_topics_data=[],
                         rack_id="")
 
 
@@ -41,8 +42,12 @@ def test_leadership_as_clients_see_it(make_cluster) -> None:
         p = md.topics[0].partitions[0]
         assert (p.leader_id, p.leader_epoch, sorted(p.isr_nodes), p.offline_replicas) == (leader, 0, [0, 1, 2], [])
         r = (await _call(cluster, follower, _fetch("w", -1), 12)).responses[0].partitions[0]
-        assert r.error_code == NOT_LEADER and r.current_leader.leader_id == leader, r
-        assert r.current_leader.leader_epoch == 0
+        assert (r.error_code, r.current_leader) == (NOT_LEADER, None), "v12-v15: no hint (KafkaApis: v16+ only)"
+        a = await _call(cluster, follower, _fetch("w", -1, md.topics[0].topic_id), 16)
+        r = a.responses[0].partitions[0]
+        assert r.error_code == NOT_LEADER and (r.current_leader.leader_id, r.current_leader.leader_epoch) == (
+            leader, 0), r
+        assert [(e.node_id, e.port) for e in a.node_endpoints] == [(leader, cluster.ports[leader])], a
         r = (await _call(cluster, leader, _fetch("w", 5), 12)).responses[0].partitions[0]
         assert r.error_code == UNKNOWN_EPOCH, r
     asyncio.run(scenario())
@@ -58,8 +63,10 @@ def test_leadership_as_clients_see_it(make_cluster) -> None:
         p = md.topics[0].partitions[0]
         assert p.leader_id == new and p.leader_epoch == 1 and leader not in p.isr_nodes, p
         assert p.offline_replicas == [leader], f"the killed broker is an offline replica: {p}"
-        r = (await _call(cluster, new, _fetch("w", 0), 12)).responses[0].partitions[0]
-        assert r.error_code == FENCED and r.current_leader.leader_id == new, r
+        a = await _call(cluster, new, _fetch("w", 0, md.topics[0].topic_id), 16)
+        r = a.responses[0].partitions[0]
+        assert r.error_code == FENCED and (r.current_leader.leader_id, r.current_leader.leader_epoch) == (new, 1), r
+        assert [(e.node_id, e.port) for e in a.node_endpoints] == [(new, cluster.ports[new])], a
         T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
         o = await _call(cluster, new, OffsetForLeaderEpochRequest(replica_id=-1, topics=[T(topic="w", partitions=[
             T.OffsetForLeaderPartition(partition=0, current_leader_epoch=1, leader_epoch=0)])]), 4)
