@@ -46,7 +46,11 @@ class Txn:
         self.pid, self.epoch, self.seq = -1, -1, {}
 
     async def find(self) -> int:
-        r = (await self.c.request(FindCoordinatorRequest[3](key=self.id, key_type=1))).body
+        for _ in range(100):        # Kafka creates __transaction_state asynchronously: COORDINATOR_NOT_AVAILABLE
+            r = (await self.c.request(FindCoordinatorRequest[3](key=self.id, key_type=1))).body
+            if r.error_code != 15:
+                break
+            await asyncio.sleep(0.1)
         return r.error_code
 
     async def init(self) -> int:
@@ -54,7 +58,7 @@ class Txn:
             r = (await self.c.request(InitProducerIdRequest[4](transactional_id=self.id,
                                                                transaction_timeout_ms=self.timeout_ms,
                                                                producer_id=-1, producer_epoch=-1))).body
-            if r.error_code != 51:             # CONCURRENT_TRANSACTIONS: retry, as clients do
+            if r.error_code not in (14, 15, 16, 51):  # loading / not available / concurrent: retry, as clients do
                 break
             await asyncio.sleep(0.05)
         if r.error_code == 0:
@@ -72,10 +76,16 @@ class Txn:
     async def produce(self, topic: str, partition: int, values: list[bytes], epoch: int | None = None):
         seq = self.seq.get((topic, partition), 0)
         T = ProduceRequest.TopicProduceData
-        r = (await self.c.request(ProduceRequest[9](transactional_id=self.id, acks=-1, timeout_ms=5000, topic_data=[
-            T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=txn_batch(
-                self.pid, self.epoch if epoch is None else epoch, seq, values))])]))).body
-        pr = r.responses[0].partition_responses[0]
+        for _ in range(50):     # a topic just created may not have its leader everywhere yet (Kafka)
+            r = (await self.c.request(ProduceRequest[9](transactional_id=self.id, acks=-1, timeout_ms=5000,
+                                                        topic_data=[T(name=topic, partition_data=[
+                                                            T.PartitionProduceData(index=partition, records=txn_batch(
+                                                                self.pid, self.epoch if epoch is None else epoch, seq,
+                                                                values))])]))).body
+            pr = r.responses[0].partition_responses[0]
+            if pr.error_code not in (3, 6):
+                break
+            await asyncio.sleep(0.1)
         if pr.error_code == 0:
             self.seq[(topic, partition)] = seq + len(values)
         return pr
@@ -223,7 +233,10 @@ async def test_txn_offset_commit_pending_until_commit(txn_broker):
     await create_topic(c, "src")
     t = Txn(c, "ctp-txn")
     assert await t.find() == 0 and await t.init() == 0
-    assert (await c.request(FindCoordinatorRequest[3](key="ctp-group", key_type=0))).body.error_code == 0
+    for _ in range(100):       # Kafka creates __consumer_offsets asynchronously
+        if (await c.request(FindCoordinatorRequest[3](key="ctp-group", key_type=0))).body.error_code == 0:
+            break
+        await asyncio.sleep(0.1)
 
     async def add_and_commit(offset: int) -> None:
         r = (await c.request(AddOffsetsToTxnRequest[3](transactional_id=t.id, producer_id=t.pid,
@@ -235,7 +248,7 @@ async def test_txn_offset_commit_pending_until_commit(txn_broker):
             generation_id=-1, member_id="", group_instance_id=None, topics=[T(name="src", partitions=[
                 T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
                                                   committed_leader_epoch=-1, committed_metadata="m")])]))).body
-        assert r.topics[0].partitions[0].error_code == 0
+        assert r.topics[0].partitions[0].error_code == 0, r
 
     async def offset_fetch(stable: bool):
         T = OffsetFetchRequest.OffsetFetchRequestTopic
@@ -406,3 +419,34 @@ def test_real_clients_three_brokers(tmp_path: Path):
     with ReferenceTarget({"memory": "true", "brokers": "3", **SMALL}, work_dir=tmp_path) as t:
         _kafka_python_roundtrip(t.bootstrap, "kp3", 3)
         _confluent_roundtrip(t.bootstrap, "ck3", 3)
+
+
+def test_more_fault_switches_break_their_rules(tmp_path: Path):
+    """txn.abort_as_commit (an aborted transaction's records become visible), txn.no_timeout (an expired transaction
+    stays open), txn.commit_first_partition_only (the second partition of a committed transaction stays open: its
+    LSO stuck)."""
+    async def run(t):
+        c = await connect(t)
+        await create_topic(c, "mf", partitions=2)
+        p = Txn(c, "mf-txn", timeout_ms=200)
+        assert await p.find() == 0 and await p.init() == 0 and await p.add("mf", 0) == 0
+        assert (await p.produce("mf", 0, [b"aborted"])).error_code == 0
+        await asyncio.sleep(0.6)
+        assert (await describe(c, "mf-txn")).transaction_state == "Ongoing"       # txn.no_timeout
+        assert await p.end(False) == 0
+        await wait_state(c, "mf-txn", "CompleteAbort")
+        assert values(await fetch(c, "mf")) == [b"aborted"]                       # txn.abort_as_commit
+        assert await p.add("mf", 0, 1) == 0
+        assert (await p.produce("mf", 0, [b"c0"])).error_code == 0
+        assert (await p.produce("mf", 1, [b"c1"])).error_code == 0
+        assert await p.end(True) == 0
+        await wait_state(c, "mf-txn", "CompleteCommit")
+        assert values(await fetch(c, "mf", offset=2)) == [b"c0"]
+        f1 = await fetch(c, "mf", 1)
+        assert values(f1) == [] and (f1.last_stable_offset, f1.high_watermark) == (0, 1)
+
+    faults = "txn.abort_as_commit,txn.no_timeout,txn.commit_first_partition_only"
+    with ReferenceTarget({"memory": "true", **SMALL, "faults": faults,
+                          "kafka.transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"},
+                         work_dir=tmp_path) as t:
+        asyncio.run(run(t))
