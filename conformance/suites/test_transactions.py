@@ -60,6 +60,7 @@ from conformance.wire import LATEST, Wire, unique_name
 from fixtures.target import Target
 
 SUITE = "transactions"
+NOT_ENOUGH_REPLICAS = 19
 SETTLE_S = 10.0                 # bound for markers to be written after EndTxn (Kafka: milliseconds on loopback)
 CLEANUP_INTERVAL = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
 DEFAULT_CLEANUP_INTERVAL_MS = 10_000       # Kafka's default for CLEANUP_INTERVAL
@@ -129,10 +130,12 @@ rule("TXN-CONCURRENT", "while a transaction's markers are not all written (Prepa
      "CONCURRENT_TRANSACTIONS)", SUITE)
 rule("TXN-VERIFY-PARTITION", "a transactional Produce (v9) to a partition not added to the ongoing transaction "
      "with AddPartitionsToTxn is refused with INVALID_TXN_STATE and nothing is appended, also for a partition that "
-     "was part of the producer's previous, completed transaction",
+     "was part of the producer's previous transaction (while that one still completes, the refusal is the retriable "
+     "NOT_ENOUGH_REPLICAS: the coordinator's CONCURRENT_TRANSACTIONS as a Produce <= v10 receives it)",
      "KIP-890 part 1 (transaction.partition.verification.enable); ReplicaManager.appendRecords → "
      "AddPartitionsToTxnManager verification (verifyOnly AddPartitionsToTxn to the coordinator); "
-     "INVALID_TXN_STATE: 'Partition was not added to the transaction'", SUITE)
+     "INVALID_TXN_STATE: 'Partition was not added to the transaction'; ReplicaManager.appendRecords maps "
+     "CONCURRENT_TRANSACTIONS / COORDINATOR_* / NOT_COORDINATOR to NotEnoughReplicasException", SUITE)
 rule("TXN-MARKERS-FAILOVER", "transaction markers are replicated with the data: after the partition's leader fails, "
      "the new leader shows committed transactions and hides aborted ones exactly as the old leader did, and a "
      "transaction committed while the leader was down gets its markers on the new leader",
@@ -205,15 +208,20 @@ async def committed_values(w: Wire, topic: str, partition: int, **kw: Any) -> li
 
 
 async def broker_setting(w: Wire, name: str, default: int) -> int:
-    """A broker setting of the broker ``w`` talks to (DescribeConfigs), else ``default``."""
+    """A broker setting of the broker ``w`` talks to (DescribeConfigs on a connection of its own: a target that
+    closes the connection instead of answering must not take ``w`` with it), else ``default``."""
     md = await w.metadata([], record=False)
     me = next((b for b, addr in md["_brokers"].items() if addr == (w.conn.host, w.conn.port)), None)
     if me is None:
         return default
-    with contextlib.suppress(AssertionError):
-        found = await w.broker_configs(me, [name])
-        if found and name in found:
-            return int(found[name])
+    probe = await Wire.connect(f"{w.conn.host}:{w.conn.port}", evidence=w.evidence)
+    try:
+        with contextlib.suppress(AssertionError):
+            found = await probe.broker_configs(me, [name])
+            if found and name in found:
+                return int(found[name])
+    finally:
+        await probe.close()
     return default
 
 
@@ -598,7 +606,12 @@ async def test_produce_to_partition_not_in_transaction_refused(wire: Wire, evide
     await sent(p, topic, 1, values(tag, "b"))
     await ended(p, True)
     await settled(wire, topic, [0, 1])
-    err2, _ = await p.send(topic, 0, values(tag, "next"), label="Produce before AddPartitionsToTxn, next txn")
+    # While the coordinator still completes the previous transaction (markers acknowledged, CompleteCommit not yet
+    # written) the leader's verification gets CONCURRENT_TRANSACTIONS, which Kafka answers a Produce <= v10 as the
+    # retriable NOT_ENOUGH_REPLICAS; a producer retries it, and so does the check.
+    (err2, _), _ = await eventually(
+        lambda: p.send(topic, 0, values(tag, "next"), label="Produce before AddPartitionsToTxn, next txn"),
+        lambda r: r[0] != NOT_ENOUGH_REPLICAS, SETTLE_S, 0.1)
     assert err2 == INVALID_TXN_STATE, (
         f"after the commit, a Produce to {topic}/0 (in the previous transaction, not yet added to a new one) "
         f"answered {err2}; Kafka: INVALID_TXN_STATE ({INVALID_TXN_STATE})")
@@ -686,12 +699,13 @@ async def test_concurrent_transactions_while_markers_pending(cluster: Cluster, e
     await ended(p, False)
 
 
-@pytest.mark.requires_capability("replication", "pause_broker")
+@pytest.mark.requires_capability("replication", "kill_broker", "restart")
 @pytest.mark.rule("TXN-MARKERS-FAILOVER")
 async def test_markers_survive_leader_failover(cluster: Cluster, evidence: Evidence) -> None:
-    """A 3-replica partition led by L (not the coordinator): T1 committed, T2 aborted, T3 open; L is paused and T3
-    committed. The new leader shows T1 and T3, not T2, with nothing left open — the markers of T1/T2 were
-    replicated, T3's reached the new leader."""
+    """A 3-replica partition led by L (not the coordinator): T1 committed, T2 aborted, T3 open; L is killed (-9)
+    and T3 committed. The new leader shows T1 and T3, not T2, with nothing left open — the markers of T1/T2 were
+    replicated, T3's reached the new leader. (Killed, not paused: a paused leader holds the coordinator's marker
+    request until its request timeout, 30 s in Kafka; a dead one refuses it at once.)"""
     if len(cluster.brokers) < 3:
         pytest.skip("needs 3 brokers")
     p, coord = await cluster_producer(cluster, sorted(cluster.brokers)[0])
@@ -708,14 +722,14 @@ async def test_markers_survive_leader_failover(cluster: Cluster, evidence: Evide
     await added(p, [(topic, 0)])
     await sent(p, topic, 0, values(tag, "t3a"))
     st = await state(cluster.wire, topic)
-    cluster.pause(leader)
+    await cluster.kill(leader)
     t0 = time.monotonic()
     err = await p.end(True)
-    assert err == NONE, f"EndTxn commit answered {err} with the partition's leader {leader} paused"
+    assert err == NONE, f"EndTxn commit answered {err} with the partition's leader {leader} killed"
     obs = await cluster.observer({leader})
     st2, _ = await eventually(lambda: state(obs, topic), lambda s: s.leader not in (-1, leader) and
                               s.leader_epoch > st.leader_epoch, 60, 0.2)
-    assert st2.leader not in (-1, leader), f"no new leader for {topic} while {leader} was paused: {st2}"
+    assert st2.leader not in (-1, leader), f"no new leader for {topic} after {leader} was killed: {st2}"
     nw = await cluster.to(st2.leader)
     want = values(tag, "t1a", "t1b", "t3a")
     rc, _ = await eventually(lambda: committed_values(nw, topic, 0), lambda v: v == want, 60, 0.2)
