@@ -109,12 +109,13 @@ class TxnProducer:
     sequences: dict[tuple[str, int], int] = field(default_factory=dict)
     leaders: dict[tuple[str, int], Wire] = field(default_factory=dict)
 
-    async def init(self, timeout_ms: int | None = None, *, within_s: float = 30.0) -> int:
-        """FindCoordinator + InitProducerId; retries retriable coordinator errors and CONCURRENT_TRANSACTIONS (a
-        previous instance's transaction still completing) for ``within_s``. Returns the error code."""
+    async def init(self, timeout_ms: int | None = None, *, within_s: float = 30.0, find_within_s: float = 30.0) -> int:
+        """FindCoordinator (retried for ``find_within_s``) + InitProducerId; retries retriable coordinator errors and
+        CONCURRENT_TRANSACTIONS (a previous instance's transaction still completing) for ``within_s``. Returns the
+        error code."""
         if timeout_ms is not None:
             self.timeout_ms = timeout_ms
-        self.coordinator = await txn_coordinator(self.boot, self.transactional_id)
+        self.coordinator = await txn_coordinator(self.boot, self.transactional_id, within_s=find_within_s)
         err, pid, epoch = await retry_coordinator(
             lambda: self.coordinator.init_producer_id(self.transactional_id,  # type: ignore[union-attr]
                                                       transaction_timeout_ms=self.timeout_ms),

@@ -143,7 +143,28 @@ rule("TXN-MARKERS-FAILOVER", "transaction markers are replicated with the data: 
      "markers appended as control batches replicated like data; ProducerStateManager rebuilt on the follower "
      "(ReplicaFetcher append, REPLICATION origin)", SUITE)
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("txn_coordinator_ready")]
+# How long a check retries FindCoordinator (key type 1): long for the first lookup (a fresh Kafka creates
+# __transaction_state on it), short once txn_coordinator_ready saw a target that never finds one.
+FIND_WITHIN_S = {"s": 30.0}
+
+
+@pytest.fixture(scope="module")
+def txn_coordinator_ready(bootstrap: str) -> None:
+    """Setup, not a check: wait (up to 30 s) until a transaction coordinator is found, as clients retry
+    COORDINATOR_NOT_AVAILABLE while ``__transaction_state`` is created. A target that never finds one leaves every
+    check to diverge on its own lookup, quickly (2 s each) instead of 30 s each."""
+    async def ready() -> None:
+        w = await Wire.connect(bootstrap)
+        try:
+            await txn_coordinator(w, unique_name("txn-ready"))
+            FIND_WITHIN_S["s"] = 30.0
+        except AssertionError:
+            FIND_WITHIN_S["s"] = 2.0
+        finally:
+            await w.close()
+
+    asyncio.run(ready())
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -156,7 +177,7 @@ def values(tag: str, *names: str) -> list[bytes]:
 async def producer(w: Wire, timeout_ms: int = 60_000) -> TxnProducer:
     """A transactional producer with a fresh transactional id, initialised (InitProducerId answered NONE)."""
     p = TxnProducer(w, unique_name("txn"))
-    err = await p.init(timeout_ms)
+    err = await p.init(timeout_ms, find_within_s=FIND_WITHIN_S["s"])
     assert err == NONE, f"InitProducerId for {p.transactional_id} answered error {err}"
     return p
 
@@ -553,8 +574,8 @@ async def test_abandoned_transaction_times_out(wire: Wire, evidence: Evidence) -
     as aborted), and the producer is fenced."""
     topic = await wire.create_topic(partitions=2, replication_factor=1)
     tag = unique_name("to")
-    interval = await broker_setting(await txn_coordinator(wire, unique_name("probe")), CLEANUP_INTERVAL,
-                                    DEFAULT_CLEANUP_INTERVAL_MS)
+    coordinator = await txn_coordinator(wire, unique_name("probe"), within_s=FIND_WITHIN_S["s"])
+    interval = await broker_setting(coordinator, CLEANUP_INTERVAL, DEFAULT_CLEANUP_INTERVAL_MS)
     bound_s = (ABANDON_TIMEOUT_MS + interval) / 1000 + 3.0
     p = await producer(wire, timeout_ms=ABANDON_TIMEOUT_MS)
     await added(p, [(topic, 0), (topic, 1)])
@@ -648,16 +669,18 @@ async def placed_topic(c: Cluster, replicas: list[int], configs: dict[str, str] 
 
 
 async def coordinator_node(c: Cluster, transactional_id: str) -> int:
-    co = await txn_coordinator(c.wire, transactional_id)
+    co = await txn_coordinator(c.wire, transactional_id, within_s=FIND_WITHIN_S["s"])
     return next(b for b, addr in c.brokers.items() if addr == (co.conn.host, co.conn.port))
 
 
-async def cluster_producer(c: Cluster, via: int) -> tuple[TxnProducer, int]:
-    """An initialised transactional producer talking through broker ``via``; its coordinator's node id."""
-    w = await c.to(via)
-    p = TxnProducer(w, unique_name("txn"))
+async def cluster_producer(c: Cluster) -> tuple[TxnProducer, int]:
+    """An initialised transactional producer whose connections hang off its coordinator's Wire (the checks never
+    fault the coordinator, and Cluster.kill closes the killed node's Wire with its siblings); the coordinator's id."""
+    transactional_id = unique_name("txn")
+    coord = await coordinator_node(c, transactional_id)
+    p = TxnProducer(await c.to(coord), transactional_id)
     assert await p.init() == NONE, f"InitProducerId for {p.transactional_id} failed"
-    return p, await coordinator_node(c, p.transactional_id)
+    return p, coord
 
 
 @pytest.mark.requires_capability("replication", "pause_broker")
@@ -668,7 +691,7 @@ async def test_concurrent_transactions_while_markers_pending(cluster: Cluster, e
     CONCURRENT_TRANSACTIONS; X resumes, the marker is written, both succeed and the records are visible."""
     if len(cluster.brokers) < 3:
         pytest.skip("needs 3 brokers")
-    p, coord = await cluster_producer(cluster, sorted(cluster.brokers)[0])
+    p, coord = await cluster_producer(cluster)
     x = next(b for b in sorted(cluster.brokers) if b != coord)
     topic = await placed_topic(cluster, [x])
     other = await placed_topic(cluster, [coord])
@@ -708,7 +731,7 @@ async def test_markers_survive_leader_failover(cluster: Cluster, evidence: Evide
     request until its request timeout, 30 s in Kafka; a dead one refuses it at once.)"""
     if len(cluster.brokers) < 3:
         pytest.skip("needs 3 brokers")
-    p, coord = await cluster_producer(cluster, sorted(cluster.brokers)[0])
+    p, coord = await cluster_producer(cluster)
     leader = next(b for b in sorted(cluster.brokers) if b != coord)
     topic = await placed_topic(cluster, [leader, *[b for b in sorted(cluster.brokers) if b != leader]],
                                {"min.insync.replicas": "2"})
