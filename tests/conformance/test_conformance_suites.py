@@ -277,9 +277,10 @@ FAULTS = [
     # fresh 3-broker reference cluster)
     ("txn.no_aborted_list", TXN, "never_read_committed or commit_visible", "TXN-READ-COMMITTED-ABORTED",
      {"TXN-COMMIT-VISIBLE"}),
-    ("txn.lso_is_hw", TXN, "open_transaction_not or abort_invisible", "TXN-READ-COMMITTED-OPEN",
-     {"TXN-ABORT-INVISIBLE"}),
-    ("txn.lso_is_hw", TXN, "last_stable_offset or abort_invisible", "TXN-LSO", {"TXN-ABORT-INVISIBLE"}),
+    # (the neighbour of txn.lso_is_hw reads nothing before waiting for LSO == HW, which that switch makes instant)
+    ("txn.lso_is_hw", TXN, "open_transaction_not or not_in_transaction", "TXN-READ-COMMITTED-OPEN",
+     {"TXN-VERIFY-PARTITION"}),
+    ("txn.lso_is_hw", TXN, "last_stable_offset or not_in_transaction", "TXN-LSO", {"TXN-VERIFY-PARTITION"}),
     ("txn.commit_first_partition_only", TXN, "commit_visible or never_read_committed", "TXN-COMMIT-VISIBLE",
      {"TXN-READ-COMMITTED-ABORTED"}),
     ("txn.abort_as_commit", TXN, "abort_invisible or commit_visible", "TXN-ABORT-INVISIBLE", {"TXN-COMMIT-VISIBLE"}),
