@@ -60,8 +60,9 @@ GROUP_SUBSCRIBED_TO_TOPIC = 86
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 TP = tuple[str, int]
 
-# How a failed or timed-out write to the offsets partition is answered (GroupCoordinatorService.
-# handleOperationException, GroupMetadataManager.appendGroupMetadataErrorToResponseError).
+# How a failed or timed-out write to the offsets partition is answered (CoordinatorOperationExceptionHelper.
+# handleOperationException, GroupMetadataManager.appendGroupMetadataErrorToResponseError). Any other error is
+# answered as it is: a transactional offset commit of a fenced producer gets the log's INVALID_PRODUCER_EPOCH.
 APPEND_ERRORS = {
     E.UnknownTopicOrPartitionError.errno: E.CoordinatorNotAvailableError.errno,
     E.NotEnoughReplicasError.errno: E.CoordinatorNotAvailableError.errno,
@@ -69,12 +70,15 @@ APPEND_ERRORS = {
     E.RequestTimedOutError.errno: E.CoordinatorNotAvailableError.errno,
     E.NotLeaderForPartitionError.errno: E.NotCoordinatorError.errno,
     E.KafkaStorageError.errno: E.NotCoordinatorError.errno,
+    E.MessageSizeTooLargeError.errno: E.UnknownError.errno,
+    E.RecordListTooLargeError.errno: E.UnknownError.errno,
+    E.InvalidFetchRequestError.errno: E.UnknownError.errno,          # INVALID_FETCH_SIZE
 }
 
 
 def append_error(code: int) -> int:
     """The error a client gets for a write that failed with ``code`` (0 stays 0)."""
-    return 0 if code == 0 else APPEND_ERRORS.get(code, E.UnknownError.errno)
+    return 0 if code == 0 else APPEND_ERRORS.get(code, code)
 
 
 @dataclass
