@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.admin import CreateTopicsRequest, DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import (
@@ -23,6 +23,7 @@ from kafka.protocol.producer import (
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from fixtures.reference import ReferenceTarget
+from reference_broker.client.protocol import Connection
 
 from ._wire import batch, connect, create_topic, fetch_request, only_partition, produce
 
@@ -73,11 +74,12 @@ class Txn:
             v3_and_below_topics=[T(name=topic, partitions=list(partitions))]))).body
         return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 
-    async def produce(self, topic: str, partition: int, values: list[bytes], epoch: int | None = None):
+    async def produce(self, topic: str, partition: int, values: list[bytes], epoch: int | None = None, to=None):
+        """A transactional batch, to the coordinator's connection or ``to`` (the partition's leader)."""
         seq = self.seq.get((topic, partition), 0)
         T = ProduceRequest.TopicProduceData
         for _ in range(50):     # a topic just created may not have its leader everywhere yet (Kafka)
-            r = (await self.c.request(ProduceRequest[9](transactional_id=self.id, acks=-1, timeout_ms=5000,
+            r = (await (to or self.c).request(ProduceRequest[9](transactional_id=self.id, acks=-1, timeout_ms=5000,
                                                         topic_data=[T(name=topic, partition_data=[
                                                             T.PartitionProduceData(index=partition, records=txn_batch(
                                                                 self.pid, self.epoch if epoch is None else epoch, seq,
@@ -448,5 +450,88 @@ def test_more_fault_switches_break_their_rules(tmp_path: Path):
     faults = "txn.abort_as_commit,txn.no_timeout,txn.commit_first_partition_only"
     with ReferenceTarget({"memory": "true", **SMALL, "faults": faults,
                           "kafka.transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"},
+                         work_dir=tmp_path) as t:
+        asyncio.run(run(t))
+
+
+async def placed_topic(c, name: str, replicas: list[int]) -> None:
+    """A one-partition topic on exactly ``replicas`` (the first is the preferred leader)."""
+    T = CreateTopicsRequest.CreatableTopic
+    r = (await c.request(CreateTopicsRequest[7](topics=[T(
+        name=name, num_partitions=-1, replication_factor=-1, configs=[],
+        assignments=[T.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)])],
+        timeout_ms=5000, validate_only=False))).body
+    assert r.topics[0].error_code == 0, r
+
+
+async def find_coordinator(conns: dict, txn_id: str, avoid: int = -1, within_s: float = 30.0) -> int:
+    """The transaction coordinator's node id, asked of every live broker until one other than ``avoid`` answers."""
+    deadline = time.monotonic() + within_s
+    while True:
+        for c in conns.values():
+            r = (await c.request(FindCoordinatorRequest[3](key=txn_id, key_type=1), timeout=2.0)).body
+            if r.error_code == 0 and r.node_id != avoid:
+                return r.node_id
+        assert time.monotonic() < deadline, f"no transaction coordinator for {txn_id} other than {avoid}"
+        await asyncio.sleep(0.1)
+
+
+async def end_when_loaded(t: Txn, commit: bool, within_s: float = 30.0) -> int:
+    """EndTxn, retried while the new coordinator is not ready (NOT_COORDINATOR, loading, not available)."""
+    deadline = time.monotonic() + within_s
+    while (err := await t.end(commit)) in (14, 15, 16, 51) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return err
+
+
+def test_outcome_survives_coordinator_kill(tmp_path: Path):
+    """kill -9 of the transaction coordinator (the __transaction_state leader) on 3 brokers, with one transaction
+    Ongoing (A, on a partition led by D) and another one whose EndTxn abort was answered but whose marker is still
+    pending (B, on a partition of X, paused; PrepareAbort durable). The new coordinator D loads both from the
+    replicated __transaction_state: once X resumes it completes B's abort (TransactionMarkerChannelManager sends the
+    markers of the PrepareCommit/PrepareAbort transactions it loads), and A's producer commits A through it with
+    the same producer id and epoch. A's records are read_committed on D, B's never on X; nothing stays open. (A failover
+    of the data partition's leader is TXN-MARKERS-FAILOVER in conformance/suites/test_transactions.py.)"""
+    async def run(t: ReferenceTarget) -> None:
+        addrs = dict(enumerate(hp.split(":") for hp in t.bootstrap.split(",")))
+        conns = {i: await Connection.connect(h, int(p)) for i, (h, p) in addrs.items()}
+        for c in conns.values():
+            await c.api_versions()
+        coord = await find_coordinator(conns, "kc-a")
+        d, x = [i for i in sorted(conns) if i != coord]
+        b_id = ""
+        for i in range(100):                                # another transactional id on the same coordinator
+            if await find_coordinator(conns, f"kc-b{i}") == coord:
+                b_id = f"kc-b{i}"
+                break
+        await placed_topic(conns[d], "kc-d", [d, x, coord])
+        await placed_topic(conns[d], "kc-x", [x])
+        a, b = Txn(conns[coord], "kc-a"), Txn(conns[coord], b_id)
+        for txn, topic, leader in ((a, "kc-d", d), (b, "kc-x", x)):
+            assert await txn.init() == 0 and await txn.add(topic, 0) == 0
+            assert (await txn.produce(topic, 0, [txn.id.encode() + b"-1", txn.id.encode() + b"-2"],
+                                      to=conns[leader])).error_code == 0
+        t.pause_broker(x)
+        assert await b.end(False) == 0                      # PrepareAbort durable; X cannot take the marker
+        assert (await describe(conns[coord], b.id)).transaction_state == "PrepareAbort"
+        t.kill_broker(coord)
+        new = await find_coordinator({i: conns[i] for i in (d,)}, a.id, avoid=coord)
+        assert new == d                                     # the only other in-sync replica (X is paused)
+        a.c = b.c = conns[d]
+        # X back: with the old coordinator dead, __transaction_state needs it in the ISR again for its min ISR (2),
+        # as Kafka's does (COORDINATOR_NOT_AVAILABLE until then); and B's marker can reach it.
+        t.resume_broker(x)
+        assert await end_when_loaded(a, True) == 0
+        for txn, state in ((a, "CompleteCommit"), (b, "CompleteAbort")):
+            got = await wait_state(conns[d], txn.id, state, timeout=20)
+            assert (got.transaction_state, got.producer_id) == (state, txn.pid), got
+        fa, fb = await fetch(conns[d], "kc-d"), await fetch(conns[x], "kc-x")
+        assert values(fa) == [b"kc-a-1", b"kc-a-2"] and fa.last_stable_offset == fa.high_watermark == 3, fa
+        assert values(fb) == [] and fb.last_stable_offset == fb.high_watermark == 3, fb
+        assert [(r.producer_id, r.first_offset) for r in fb.aborted_transactions] == [(b.pid, 0)]
+        for i in (d, x):
+            await conns[i].close()
+
+    with ReferenceTarget({"memory": "true", "brokers": "3", **SMALL, "kafka.broker.session.timeout.ms": "3000"},
                          work_dir=tmp_path) as t:
         asyncio.run(run(t))
