@@ -48,6 +48,9 @@ target parameter, evidence attachment). Report: ``python -m reports conformance 
 
 Suites: ``suites/test_fetch.py``, ``suites/test_offsets.py`` (this package's core), ``suites/test_rebalance.py``,
 ``suites/test_isr_hw.py``, ``suites/test_produce.py`` (idempotent producers: duplicates, also after a truncation
-and a failover; InitProducerId), ``suites/test_clients.py`` (real clients, realistic data shapes), ``properties/``
-(hypothesis state machines).
+and a failover; InitProducerId), ``suites/test_transactions.py`` (transactional producers and read_committed
+reads over the protocol, ``txn.py``: aborted and open transactions, the LSO, commit/abort visibility, offsets in
+transactions, require_stable, fencing, timeouts, KIP-890 verification, CONCURRENT_TRANSACTIONS and markers across a
+failover), ``suites/test_clients.py`` (real clients, realistic data shapes), ``properties/`` (hypothesis state
+machines).
 """

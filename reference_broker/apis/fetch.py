@@ -14,7 +14,10 @@ Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``): thi
 - Size: at most min(max_bytes, fetch.max.bytes) in all and partition_max_bytes per partition, whole batches only;
   until some partition has returned data the first batch is returned whole even when larger (KIP-74). Kafka may
   cut a partition's last batch at the limit; we never do (GAPS.md).
-- read_committed reads to the last stable offset, which equals the HW (no transactions; GAPS.md).
+- read_committed (isolation_level 1) reads to the last stable offset (the first offset of the earliest open
+  transaction, the HW when none; never above it) and answers the aborted transactions overlapping the records
+  returned (producer id, first offset; Kafka's LocalLog.addAbortedTransactions), [] when none; read_uncommitted
+  answers null. A parked read_committed fetch completes when the LSO moves (a marker, or the HW passing one).
 - Fetch sessions (KIP-227) are not kept: every answer has session_id 0 (sessionless), which clients must accept;
   an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND (GAPS.md).
 - v13+ name topics by id (KIP-516): an unknown id is UNKNOWN_TOPIC_ID for its partitions, a known id's unknown
@@ -23,7 +26,7 @@ Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``): thi
   the handler, not read (KafkaApis.handleFetchRequest's ``erroneous``): they neither stop the others from parking
   nor count as a read error, and they come last in the answer, after every partition read, in request order;
   their ``aborted_transactions`` is [] (FetchResponse.partitionResponse leaves the schema default) where a read
-  partition answers null, except a successful read_committed read, which answers its (here always empty) list.
+  partition answers null, except a successful read_committed read, which answers its list.
 - Only the leader serves reads (no KIP-392 follower fetching): elsewhere NOT_LEADER_OR_FOLLOWER. Only v16+ answers
   with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the current leader and its epoch (``current_leader``)
   and that leader's address (``node_endpoints``, KIP-951); v12-v15 leave the tagged field out (KafkaApis fills it
@@ -100,7 +103,6 @@ def _response(params: FetchParams, reads, unknown: list[FetchPartitionStatus], v
               session_id: int = 0) -> FetchResponse:
     """Encode the reads, then the unknown partitions (Kafka adds its ``erroneous`` map after the read ones and
     merges only consecutive partitions of one topic into a topic entry)."""
-    committed = params.isolation == FetchIsolation.TXN_COMMITTED
     entries = []
     endpoints = {}
     for r in reads:
@@ -120,8 +122,9 @@ def _response(params: FetchParams, reads, unknown: list[FetchPartitionStatus], v
         entries.append((st, PartData(
             partition_index=st.partition_index, error_code=err, high_watermark=r.high_watermark,
             last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-            aborted_transactions=[] if committed and err == 0 else None, preferred_read_replica=-1,
-            records=r.records, **extra)))
+            aborted_transactions=None if r.aborted is None else [
+                PartData.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in r.aborted],
+            preferred_read_replica=-1, records=r.records, **extra)))
     for st in unknown:
         entries.append((st, PartData(partition_index=st.partition_index, error_code=_unknown_error(st),
                                      high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,

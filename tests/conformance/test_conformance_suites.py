@@ -31,6 +31,7 @@ REBALANCE = "conformance/suites/test_rebalance.py"
 CLIENTS = "conformance/suites/test_clients.py"
 PRODUCE = "conformance/suites/test_produce.py"
 TOPICS = "conformance/suites/test_topics.py"
+TXN = "conformance/suites/test_transactions.py"
 
 
 def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results", target: str = "reference",
@@ -272,6 +273,27 @@ FAULTS = [
      {"PRODUCE-IDEMPOTENT-DUPLICATE"}),
     ("replication.truncation_forgets_producers", PRODUCE, "after_truncation or recent_batch",
      "PRODUCE-IDEMPOTENT-TRUNCATION", {"PRODUCE-IDEMPOTENT-DUPLICATE"}),
+    # transactions: each switch against its rule's check and a neighbour that must still pass (the last two on a
+    # fresh 3-broker reference cluster)
+    ("txn.no_aborted_list", TXN, "never_read_committed or commit_visible", "TXN-READ-COMMITTED-ABORTED",
+     {"TXN-COMMIT-VISIBLE"}),
+    # (the neighbour of txn.lso_is_hw reads nothing before waiting for LSO == HW, which that switch makes instant)
+    ("txn.lso_is_hw", TXN, "open_transaction_not or not_in_transaction", "TXN-READ-COMMITTED-OPEN",
+     {"TXN-VERIFY-PARTITION"}),
+    ("txn.lso_is_hw", TXN, "last_stable_offset or not_in_transaction", "TXN-LSO", {"TXN-VERIFY-PARTITION"}),
+    ("txn.commit_first_partition_only", TXN, "commit_visible or never_read_committed", "TXN-COMMIT-VISIBLE",
+     {"TXN-READ-COMMITTED-ABORTED"}),
+    ("txn.abort_as_commit", TXN, "abort_invisible or commit_visible", "TXN-ABORT-INVISIBLE", {"TXN-COMMIT-VISIBLE"}),
+    ("txn.offsets_eager", TXN, "offsets_visible_at_commit or commit_visible", "TXN-OFFSETS-AT-COMMIT",
+     {"TXN-COMMIT-VISIBLE"}),
+    ("txn.ignore_require_stable", TXN, "require_stable or offsets_visible_at_commit", "TXN-REQUIRE-STABLE",
+     {"TXN-OFFSETS-AT-COMMIT"}),
+    ("txn.no_fencing", TXN, "fenced_producer or commit_visible", "TXN-FENCING", {"TXN-COMMIT-VISIBLE"}),
+    ("txn.no_timeout", TXN, "times_out or commit_visible", "TXN-TIMEOUT-ABORTS", {"TXN-COMMIT-VISIBLE"}),
+    ("txn.no_partition_verification", TXN, "not_in_transaction or commit_visible", "TXN-VERIFY-PARTITION",
+     {"TXN-COMMIT-VISIBLE"}),
+    ("txn.no_concurrent_check", TXN, "markers_pending", "TXN-CONCURRENT", set()),
+    ("txn.markers_leader_only", TXN, "leader_failover", "TXN-MARKERS-FAILOVER", set()),
 ]
 
 
@@ -287,6 +309,7 @@ def test_faults_table_is_the_rule_switch_matrix() -> None:
         test_produce,
         test_rebalance,
         test_topics,
+        test_transactions,
     )
 
     assert set(BREAKS) <= set(SWITCHES), f"unknown switches: {set(BREAKS) - set(SWITCHES)}"
@@ -329,6 +352,17 @@ def test_produce_suite_passes_on_the_reference(tmp_path: Path) -> None:
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "produce"}
     assert declared == set(by_rule(doc)) and len(declared) == 4, declared
     assert doc["duration_s"] < 120, f"the produce suite took {doc['duration_s']} s against the reference broker"
+
+
+def test_transactions_suite_passes_on_the_reference(tmp_path: Path) -> None:
+    """Every transactions rule runs (none skipped: the concurrent-transactions and failover checks get a 3-broker
+    cluster) and passes, well within a minute."""
+    doc = run_suites(tmp_path, [TXN], name="transactions")
+    outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
+    assert all(o == "pass" for o, _ in outcomes.values()), outcomes
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "transactions"}
+    assert declared == set(by_rule(doc)) and len(declared) == 12, declared
+    assert doc["duration_s"] < 90, f"the transactions suite took {doc['duration_s']} s against the reference broker"
 
 
 def test_rebalance_suite_passes_on_the_reference(tmp_path: Path) -> None:
