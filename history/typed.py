@@ -48,8 +48,27 @@ class Record(Struct, gc=False):
     offset: int | None = None
 
 
+class MicroOp(Struct, gc=False, omit_defaults=True):
+    """A txn's micro-operation: a ``send`` (a record: topic, partition, value, offset) or a ``poll`` (records)."""
+
+    f: Literal["send", "poll"]
+    topic: str | UnsetType = UNSET
+    partition: int | UnsetType = UNSET
+    value: _Scalar | UnsetType = UNSET
+    offset: int | None = None
+    records: list[Record] | UnsetType = UNSET
+
+
+class TxnOffsets(Struct, gc=False):
+    """A txn's ``offsets``: the consumer offsets sent with it (send_offsets_to_transaction)."""
+
+    group: str
+    offsets: dict[str, int]
+
+
 class Value(Struct, gc=False, omit_defaults=True):
-    """Every field any ``f`` checks, all optional: which ones must be there is checked per ``f``."""
+    """Every field any ``f`` checks, all optional: which ones must be there is checked per ``f``. ``offsets`` is
+    a commit's map or a txn's :class:`TxnOffsets` (one decoder for both: their classes are checked per ``f``)."""
 
     records: list[Record] | UnsetType = UNSET
     topic: str | UnsetType = UNSET
@@ -59,8 +78,11 @@ class Value(Struct, gc=False, omit_defaults=True):
     partitions: list[str] | UnsetType = UNSET
     topics: list | UnsetType = UNSET
     group: str | UnsetType = UNSET
-    offsets: dict[str, int | None] | UnsetType = UNSET
+    offsets: dict[str, Any] | UnsetType = UNSET
     positions: dict[str, int] | UnsetType = UNSET
+    txn_id: str | UnsetType = UNSET
+    ops: list[MicroOp] | UnsetType = UNSET
+    abort: bool | UnsetType = UNSET
 
 
 class Op(Struct, gc=False):
@@ -115,8 +137,12 @@ class _Decoders:
     def _build(self) -> msgspec.json.Decoder:
         topic = Literal[tuple(sorted(self.topics)) or ("",)]
         rec = msgspec.defstruct("Record", [("topic", topic)], bases=(Record,), gc=False)
+        mop = msgspec.defstruct("MicroOp", [("records", list[rec] | UnsetType, UNSET),
+                                            ("topic", topic | UnsetType, UNSET)],
+                                bases=(MicroOp,), gc=False, omit_defaults=True)
         val = msgspec.defstruct("Value", [("records", list[rec] | UnsetType, UNSET),
-                                          ("topic", topic | UnsetType, UNSET)],
+                                          ("topic", topic | UnsetType, UNSET),
+                                          ("ops", list[mop] | UnsetType, UNSET)],
                                 bases=(Value,), gc=False, omit_defaults=True)
         op = msgspec.defstruct("Op", [("run_id", Literal[self.run_id]), ("f", _F),
                                       ("value", val | None, msgspec.field(default_factory=val))],
@@ -133,6 +159,12 @@ def _topics(ops: list[Op]) -> set[str]:
                 out.add(v.topic)
             if v.records is not UNSET:
                 out.update(r.topic for r in v.records)
+            if v.ops is not UNSET:
+                for m in v.ops:
+                    if m.topic is not UNSET:
+                        out.add(m.topic)
+                    if m.records is not UNSET:
+                        out.update(r.topic for r in m.records)
     return out
 _HEADER = msgspec.json.Decoder(_Header)
 _ERRORS: tuple = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError, TypeError,
@@ -147,7 +179,7 @@ _TOPIC, _PARTITION, _OFFSET = attrgetter("topic"), attrgetter("partition"), attr
 
 # What the linearizability extraction (reports.extract) reads of each f; other operations keep only their
 # process, type, time and index there.
-EXTRACTED = frozenset(("send", "poll", "commit", "fetch_offsets"))
+EXTRACTED = frozenset(("send", "poll", "commit", "fetch_offsets", "txn"))
 
 
 def to_typed(ops: Sequence[Any]) -> list[Op]:
@@ -293,6 +325,10 @@ class _Gather:
         # A field each f needs is read from every value of that f (AttributeError on a null value) and checked
         # for UNSET (missing); msgspec checked its class.
         is_send = of("send")
+        is_txn = of("txn")
+        if is_txn is not None:
+            self._txns(ops, vals, typ, procs_l, fc, base, is_send, of("poll"))
+            is_send = None  # (sends and polls of this chunk gathered there, with the txns', in position order)
         if is_send is not None:
             sv = _pick(vals, np.flatnonzero(is_send))
             recs = list(map(_get_records, sv))
@@ -319,7 +355,7 @@ class _Gather:
             cols.s_ops += zip((done + base).tolist(), _pick(procs_l, done), _pick(typ_l, done), lens,
                               strict=True)
 
-        is_poll = of("poll")
+        is_poll = of("poll") if is_txn is None else None
         if is_poll is not None:
             ok_polls = np.flatnonzero(is_poll & (typ == 1))
             pv = _pick(vals, ok_polls)
@@ -353,6 +389,7 @@ class _Gather:
             offs = list(map(_get["offsets"], _pick(vals, need)))
             _need(UNSET not in offs)
             _need(all("/" in k for k in set(chain.from_iterable(offs))))  # (msgspec shares the key objects)
+            _need(all(o is None or o.__class__ is int for d in offs for o in d.values()))
 
         for name in ("assign", "subscribe"):
             sel = of(name)
@@ -369,6 +406,84 @@ class _Gather:
             for pos in np.flatnonzero(sel & (typ != 0)).tolist():
                 events.append((base + pos, procs_l[pos], "crash", None))
         self.n += n
+
+    def _txns(self, ops: list, vals: list, typ: np.ndarray, procs_l: list, fc: np.ndarray, base: int,
+              is_send: np.ndarray | None, is_poll: np.ndarray | None) -> None:
+        """A chunk with txns: their checks (history.schema.check_txn), and the sends, polls and txns of the
+        chunk gathered together in position order (a txn's sends are a batch, an ok txn's reads one poll)."""
+        cols, events = self.cols, self.events
+        is_txn = fc == self.f_code["txn"]
+        for pos in np.flatnonzero(is_txn).tolist():
+            v = vals[pos]
+            _need(v.txn_id is not UNSET and v.ops is not UNSET and v.ops)
+            ok = typ[pos] == 1
+            for m in v.ops:
+                if m.f == "send":
+                    _need(m.topic is not UNSET and m.partition is not UNSET and m.value is not UNSET)
+                elif m.records is UNSET:
+                    _need(not ok)
+                else:
+                    _need(None not in map(_OFFSET, m.records))
+            o = v.offsets
+            if o is not UNSET:
+                _need(o.keys() == {"group", "offsets"} and o["group"].__class__ is str
+                      and o["offsets"].__class__ is dict
+                      and all("/" in k and n.__class__ is int for k, n in o["offsets"].items()))
+        sel = is_txn.copy()
+        if is_send is not None:
+            sel |= is_send
+        if is_poll is not None:
+            sel |= is_poll
+        send_code = self.f_code.get("send")
+        for pos in np.flatnonzero(sel & (typ != 0)).tolist():
+            v, t, p = vals[pos], typ[pos], procs_l[pos]
+            tname = ops[pos].type
+            if fc[pos] == send_code:
+                if v.records is UNSET:
+                    _need(v.topic is not UNSET and v.partition is not UNSET and v.value is not UNSET)
+                    recs: Any = (v,)
+                else:
+                    recs = v.records
+                    _need(recs)
+                cols.s_topic += map(_TOPIC, recs)
+                cols.s_partition += map(_PARTITION, recs)
+                cols.s_value += map(_get_value, recs)
+                cols.s_offset += map(_OFFSET, recs)
+                cols.s_ops.append((base + pos, p, tname, len(recs)))
+                continue
+            if fc[pos] != self.f_code["txn"]:  # a poll
+                if t == 1:
+                    recs = v.records
+                    _need(recs is not UNSET)
+                    if v.positions is not UNSET:
+                        _need(all("/" in k and o >= 0 for k, o in v.positions.items()))
+                    _need(None not in map(_OFFSET, recs))
+                    self._polled(recs, base + pos, p)
+                elif t == 3:
+                    events.append((base + pos, p, "poll", None))
+                continue
+            sends = [m for m in v.ops if m.f == "send"]
+            if sends:
+                cols.s_topic += map(_TOPIC, sends)
+                cols.s_partition += map(_PARTITION, sends)
+                cols.s_value += map(_get_value, sends)
+                cols.s_offset += map(_OFFSET, sends)
+                cols.s_ops.append((base + pos, p, tname, len(sends)))
+            polls = [m for m in v.ops if m.f == "poll"]
+            if t == 1:
+                self._polled(list(chain.from_iterable(map(_get_records, polls))), base + pos, p)
+            elif polls:
+                events.append((base + pos, p, "poll", None))
+            cols.t_ops.append((base + pos, p, tname, -1))  # (its invoke: found in finish)
+
+    def _polled(self, recs: list, pos: int, p: int) -> None:
+        if recs:
+            cols = self.cols
+            cols.p_offset += map(_OFFSET, recs)
+            cols.p_topic += map(_TOPIC, recs)
+            cols.p_partition += map(_PARTITION, recs)
+            cols.p_value += map(_get_value, recs)
+            cols.p_ops.append((pos, p, len(recs)))
 
     def finish(self) -> RecordColumns:
         """Index and time order, invoke/completion pairing; the columns."""
@@ -395,4 +510,13 @@ class _Gather:
         cols.n_ops = self.n
         cols.events = sorted(self.events, key=itemgetter(0))
         cols.pending = pending
+        if cols.t_ops or ("txn" in self.f_code and pending):
+            cols.op_time = time_ns
+            if cols.t_ops:
+                invoke_of = np.full(self.n, -1, dtype=np.int64)
+                if len(order) > 1:
+                    done = ~inv[1:] & (ps[1:] == ps[:-1])
+                    invoke_of[order[1:][done]] = order[:-1][done]
+                at = invoke_of[[t[0] for t in cols.t_ops]].tolist()
+                cols.t_ops = [(t[0], t[1], t[2], i) for t, i in zip(cols.t_ops, at, strict=True)]
         return cols
