@@ -232,3 +232,36 @@ def fold_torn_skips(found: dict[str, list[tuple]]) -> None:
 
 def _hashable(v: Any) -> Any:
     return v if isinstance(v, str | int | float | type(None)) else repr(v)
+
+
+def _who(op: dict | None) -> str:
+    if not op:
+        return "?"
+    v = op.get("value") or {}
+    tid = v.get("txn_id") if isinstance(v, dict) else None
+    return f"op {op['index']} ({op['f']} {op['type']}, process {op['process']}{', ' + tid if tid else ''})"
+
+
+def describe(anomaly: str, case: dict) -> str | None:
+    """One line a person reads first on an anomaly card (the case's JSON follows it); None for the queue
+    checker's anomalies, whose cases speak for themselves."""
+    if anomaly in ("G1c", "G0"):
+        cyc = case.get("cycle") or []
+        parts = []
+        for op, step in zip(cyc, case.get("steps") or [], strict=False):
+            later = step.get("value'")
+            what = f"{step['key']} {step['value']!r}" + (f" < {later!r}" if step["type"] == "ww" else "")
+            parts.append(f"{_who(op)} -{step['type']} {what}->")
+        return "cycle: " + " ".join(parts) + (f" {_who(cyc[0])}" if cyc else "")
+    if anomaly == "torn":
+        miss = ", ".join(f"{m['key']}@{m['offset']} {m['value']!r}" for m in case.get("missing", []))
+        seen = ", ".join(f"{r['key']}@{r['offset']} {r['value']!r}" for r in case.get("read", []))
+        return (f"{_who(case.get('reader'))} read {seen} of committed {_who(case.get('writer'))} but not {miss}, "
+                "inside the offsets it read")
+    if anomaly == "precommitted-read":
+        return (f"{_who(case.get('reader'))} read {case['key']}@{case['offset']} {case['value']!r} written by "
+                f"{_who(case.get('writer'))}: {case['why']}")
+    if anomaly == "G1a":
+        return (f"{_who(case.get('reader'))} read {case['key']} {case['value']!r} written by "
+                f"{_who(case.get('writer'))}, which failed (aborted)")
+    return None

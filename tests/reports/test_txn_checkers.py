@@ -169,3 +169,16 @@ def test_cycle_search_needs_no_recursion_and_finds_the_shortest_in_small_compone
     s = np.array([0, 1, 2, 1, 10, 11, 12, 13, 20, 21])
     d = np.array([1, 2, 0, 0, 11, 12, 13, 10, 21, 22])
     assert shortest_cycles(30, s, d) == [[0, 1, 0], [10, 11, 12, 13, 10]]
+
+
+def test_anomaly_cards_say_what_happened() -> None:
+    """The first line of each card (run page and Spark report): who read what of whom, the cycle's edges."""
+    from reports.txn import describe
+
+    h = synth.with_txn_anomaly(synth.generate_txn("cards", seed=1, n_ops=200), "G1c")
+    case = analyze(h.ops, h.settings).anomalies["G1c"][0]
+    line = describe("G1c", case)
+    assert line.startswith("cycle: op ") and "-wr anomt/0 'C1'->" in line and "-wr anomt/1 'C2'->" in line
+    h = synth.with_txn_anomaly(synth.generate_txn("cards", seed=1, n_ops=200), "torn")
+    line = describe("torn", analyze(h.ops, h.settings).anomalies["torn"][0])
+    assert "read anomt/0@0 'T1' of committed op" in line and "but not anomt/0@1 'T2'" in line
