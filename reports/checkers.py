@@ -529,9 +529,15 @@ class _Columns:
             case["ops"] = [self.ref(g_pos[p]), self.ref(g_pos[c])]
             found[name(dd)].append(((k, int(g_pos[c])), case))
 
+    def poll_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Polled rows grouped by (operation, key): (row permutation, group starts), computed once."""
+        if not hasattr(self, "_pgroups"):
+            self._pgroups = _groups(self.p_seg, self.p_key, self.n_keys)
+        return self._pgroups
+
     def _poll_cases(self, found: dict) -> None:
         """poll-skip / nonmonotonic-poll across a process's polls; int-* inside one poll."""
-        perm, starts = _groups(self.p_seg, self.p_key, self.n_keys)
+        perm, starts = self.poll_groups()
         kv, key, pos, proc = self.p_kv[perm], self.p_key[perm], self.p_pos[perm], self.p_proc[perm]
         self._inner(found, kv, key, pos, starts, "int-poll-skip", "int-nonmonotonic-poll")
         self._across(found, kv, key, pos, proc, starts, lambda d: d != 1,

@@ -23,6 +23,34 @@ EXACT_BELOW = 64  # components this small get a BFS from every vertex: their sho
 SAMPLES = 8  # larger ones: BFS from this many vertices spread over the component
 
 
+def prune_by_order(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Which edges may lie on a cycle, judged by the vertices' numeric order alone (a mask).
+
+    A cycle has a lowest and a highest vertex and must climb from one to the other and come back down, so every
+    point between them is spanned by one of its *backward* edges (``src > dst``), and all its edges lie inside
+    one interval of the union of the backward edges' spans. Edges outside such intervals, or crossing from one
+    to another, are on no cycle. Vertices numbered in history order make this cheap and strong: in a clean run
+    reads follow the writes they read (no backward write-read edge at all), and write-write edges go backward
+    only between operations that overlapped in time."""
+    back = src > dst
+    if not back.any():
+        return np.zeros(len(src), dtype=bool)
+    lo, hi = dst[back], src[back]
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], np.maximum.accumulate(hi[order])
+    new = np.ones(len(lo), dtype=bool)
+    new[1:] = lo[1:] > hi[:-1]  # an interval that starts after every earlier one ended: a new merged interval
+    starts, ends = lo[new], np.r_[hi[np.flatnonzero(new)[1:] - 1], hi[-1]]
+
+    def label(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(starts, x, "right") - 1
+        inside = (i >= 0) & (x <= ends[np.maximum(i, 0)])
+        return np.where(inside, i, -1)
+
+    a, b = label(src), label(dst)
+    return (a >= 0) & (a == b)
+
+
 def _trim(n: int, src: np.ndarray, dst: np.ndarray, rounds: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """Edges left once vertices without an in-edge or without an out-edge are removed, repeatedly (at most
     ``rounds`` times: the rest is Tarjan's, which is exact anyway)."""

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .cycles import shortest_cycles
+from .cycles import _trim, prune_by_order, shortest_cycles
 
 _OK, _INFO, _FAIL = 0, 1, 2  # (as reports.checkers' send types)
 TXN_ANOMALIES = ("precommitted-read", "torn", "G1c", "G0")
@@ -96,46 +96,50 @@ def _precommitted(c: Any, found: dict, t_pos: np.ndarray, t_inv: np.ndarray, r_w
 
 def _torn(c: Any, found: dict, t_pos: np.ndarray, t_ok: np.ndarray, r_w: np.ndarray, r_wt: np.ndarray) -> None:
     """Readers that saw part of a committed txn and skipped the rest inside a range they read."""
+    # committed txns with two or more records at known offsets (a txn of one record cannot be seen in part)
+    s_rows = np.flatnonzero(c.s_has_off & (c.s_typ == _OK))
     committed = t_pos[t_ok]
-    if not len(committed) or not len(c.p_kv):
+    s_rows = s_rows[np.isin(c.s_pos[s_rows], committed)]
+    if not len(s_rows) or not len(c.p_kv):
         return
-    # (reader, txn) pairs: a reader read a value an ok txn (other than itself) wrote
-    k = np.minimum(np.searchsorted(committed, r_w), len(committed) - 1)
-    sel = (r_w >= 0) & (committed[k] == r_w) & (r_w != c.p_pos) & (r_wt == _OK)
-    rows = np.flatnonzero(sel)
+    s_at = c.s_pos[s_rows]  # (send rows are in position order)
+    u, cnt = np.unique(s_at, return_counts=True)
+    multi = u[cnt > 1]
+    if not len(multi):
+        return
+    s_rows = s_rows[np.isin(s_at, multi)]
+    s_at = c.s_pos[s_rows]
+    # (reader, txn) pairs: a reader read a value such a txn (other than itself) wrote
+    k = np.minimum(np.searchsorted(multi, r_w), len(multi) - 1)
+    rows = np.flatnonzero((r_w >= 0) & (multi[k] == r_w) & (r_w != c.p_pos) & (r_wt == _OK))
     if not len(rows):
         return
     n1 = c.n_ops + 1
     pair = np.unique(c.p_pos[rows] * n1 + r_w[rows])
     readers, writers = pair // n1, pair % n1
-    # the txns' sends with offsets, grouped by txn position
-    s_rows = np.flatnonzero(c.s_has_off & (c.s_typ == _OK))
-    s_rows = s_rows[np.isin(c.s_pos[s_rows], committed)]
-    s_order = s_rows[np.argsort(c.s_pos[s_rows], kind="stable")]
-    s_at = c.s_pos[s_order]
     lo = np.searchsorted(s_at, writers, "left")
-    hi = np.searchsorted(s_at, writers, "right")
-    cnt = hi - lo
+    cnt = np.searchsorted(s_at, writers, "right") - lo
     rep = np.repeat(np.arange(len(pair)), cnt)
     within = np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    srow = s_order[lo[rep] + within]
+    srow = s_rows[lo[rep] + within]
     rd, key, off, kv = readers[rep], c.s_key[srow], c.s_off[srow], c.s_kv[srow]
-    # each reader's offset range per partition, and the (reader, value) pairs it read
-    K = c.n_keys  # noqa: N806
-    rk = c.p_pos * K + c.p_key
-    uk, inv = np.unique(rk, return_inverse=True)
-    mn = np.full(len(uk), np.iinfo(np.int64).max, dtype=np.int64)
-    mx = np.full(len(uk), np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(mn, inv, c.p_off)
-    np.maximum.at(mx, inv, c.p_off)
-    q = rd * K + key
-    j = np.minimum(np.searchsorted(uk, q), len(uk) - 1)
-    covered = (uk[j] == q) & (mn[j] <= off) & (off <= mx[j])
-    read_codes = np.unique(c.p_pos * c.n_kv + c.p_kv)
-    qv = rd * c.n_kv + kv
+    # each reader's offset range per partition: its records of a partition are one group (reports.checkers)
+    perm, starts = c.poll_groups()
+    g_code = c.p_pos[perm[starts]] * c.n_keys + c.p_key[perm[starts]]
+    offs = c.p_off[perm]
+    mn, mx = np.minimum.reduceat(offs, starts), np.maximum.reduceat(offs, starts)
+    g_order = np.argsort(g_code, kind="stable")
+    g_code, mn, mx = g_code[g_order], mn[g_order], mx[g_order]
+    q = rd * c.n_keys + key
+    j = np.minimum(np.searchsorted(g_code, q), len(g_code) - 1)
+    covered = (g_code[j] == q) & (mn[j] <= off) & (off <= mx[j])
+    cand = np.flatnonzero(covered)
+    if not len(cand):
+        return
+    read_codes = np.unique(c.p_pos[rows] * c.n_kv + c.p_kv[rows])  # (every read of these txns' values)
+    qv = rd[cand] * c.n_kv + kv[cand]
     jv = np.minimum(np.searchsorted(read_codes, qv), len(read_codes) - 1)
-    was_read = read_codes[jv] == qv
-    bad = np.flatnonzero(covered & ~was_read)
+    bad = cand[read_codes[jv] != qv]
     cases: dict[tuple[int, int], dict] = {}
     for b in bad.tolist():
         r, w = int(rd[b]), int(writers[rep[b]])
@@ -155,8 +159,19 @@ def _torn(c: Any, found: dict, t_pos: np.ndarray, t_ok: np.ndarray, r_w: np.ndar
 def _cycles(c: Any, found: dict, name: str, src: np.ndarray, dst: np.ndarray, why: np.ndarray, kind: str) -> None:
     """Shortest cycles per strongly connected component of the graph ``src -> dst`` (operation positions);
     ``why[i]``: the value row (a polled row for wr, a kv pair for ww) that makes edge i."""
+    keep = prune_by_order(src, dst)  # (positions are history order)
+    src, dst, why = src[keep], dst[keep], why[keep]
     if not len(src):
         return
+    n = int(max(src.max(), dst.max())) + 1
+    s2, d2 = _trim(n, src, dst)
+    if not len(s2):
+        return
+    live = np.zeros(n, dtype=bool)  # vertices the trimming kept: edges between them are its edges
+    live[s2] = True
+    live[d2] = True
+    keep = live[src] & live[dst]
+    src, dst, why = src[keep], dst[keep], why[keep]
     nodes, idx = np.unique(np.concatenate((src, dst)), return_inverse=True)
     s, d = idx[: len(src)], idx[len(src):]
     edge_at = {}
