@@ -175,6 +175,7 @@ _TYPE_CODE = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
 _get_value = attrgetter("value")
 _get_records = attrgetter("records")
 _TOPIC, _PARTITION, _OFFSET = attrgetter("topic"), attrgetter("partition"), attrgetter("offset")
+_TXN_ID, _OPS, _MOP_F, _SEND = attrgetter("txn_id"), attrgetter("ops"), attrgetter("f"), "send"
 
 
 # What the linearizability extraction (reports.extract) reads of each f; other operations keep only their
@@ -409,81 +410,104 @@ class _Gather:
 
     def _txns(self, ops: list, vals: list, typ: np.ndarray, procs_l: list, fc: np.ndarray, base: int,
               is_send: np.ndarray | None, is_poll: np.ndarray | None) -> None:
-        """A chunk with txns: their checks (history.schema.check_txn), and the sends, polls and txns of the
-        chunk gathered together in position order (a txn's sends are a batch, an ok txn's reads one poll)."""
+        """A chunk with txns: their checks (history.schema.check_txn), and the chunk's sends and polls gathered
+        with the txns' (a txn's sends are a batch, an ok txn's reads one poll) in position order. Whole lists
+        at a time (C-level maps, numpy), as the rest of this path: a Python statement per txn cost 3 s/1M ops."""
         cols, events = self.cols, self.events
-        is_txn = fc == self.f_code["txn"]
-        for pos in np.flatnonzero(is_txn).tolist():
-            v = vals[pos]
-            _need(v.txn_id is not UNSET and v.ops is not UNSET and v.ops)
-            ok = typ[pos] == 1
-            for m in v.ops:
-                if m.f == "send":
-                    _need(m.topic is not UNSET and m.partition is not UNSET and m.value is not UNSET)
-                elif m.records is UNSET:
-                    _need(not ok)
-                else:
-                    _need(None not in map(_OFFSET, m.records))
-            o = v.offsets
+        t_rows = np.flatnonzero(fc == self.f_code["txn"])
+        tv = _pick(vals, t_rows)
+        _need(UNSET not in map(_TXN_ID, tv))
+        mls = list(map(_OPS, tv))
+        _need(UNSET not in mls)
+        lens = np.fromiter(map(len, mls), dtype=np.int64, count=len(mls))
+        _need(lens.all())
+        flat = list(chain.from_iterable(mls))
+        is_s = np.fromiter(map(_SEND.__eq__, map(_MOP_F, flat)), dtype=bool, count=len(flat))
+        m_row = np.repeat(t_rows, lens)  # chunk row of each micro-op
+        m_typ = typ[m_row]
+        sends = list(compress(flat, is_s.tolist()))
+        _need(UNSET not in map(_TOPIC, sends) and UNSET not in map(_PARTITION, sends)
+              and UNSET not in map(_get_value, sends))
+        m_poll_ok = ~is_s & (m_typ == 1)
+        p_mops = list(compress(flat, m_poll_ok.tolist()))
+        p_lists = list(map(_get_records, p_mops))
+        _need(UNSET not in p_lists)
+        for o in map(_get["offsets"], tv):
             if o is not UNSET:
                 _need(o.keys() == {"group", "offsets"} and o["group"].__class__ is str
                       and o["offsets"].__class__ is dict
                       and all("/" in k and n.__class__ is int for k, n in o["offsets"].items()))
-        sel = is_txn.copy()
+        type_names = ("invoke", "ok", "fail", "info")
+        # sends: the plain ones' records and the txns' send micro-ops, in position order
+        recs: list = []
+        rows: list[np.ndarray] = []
         if is_send is not None:
-            sel |= is_send
-        if is_poll is not None:
-            sel |= is_poll
-        send_code = self.f_code.get("send")
-        for pos in np.flatnonzero(sel & (typ != 0)).tolist():
-            v, t, p = vals[pos], typ[pos], procs_l[pos]
-            tname = ops[pos].type
-            if fc[pos] == send_code:
-                if v.records is UNSET:
+            ps = np.flatnonzero(is_send & (typ != 0))
+            sv = _pick(vals, ps)
+            groups = [(v,) if v.records is UNSET else v.records for v in sv]
+            for v, g in zip(sv, groups, strict=True):
+                if g is not v.records:
                     _need(v.topic is not UNSET and v.partition is not UNSET and v.value is not UNSET)
-                    recs: Any = (v,)
                 else:
-                    recs = v.records
-                    _need(recs)
-                cols.s_topic += map(_TOPIC, recs)
-                cols.s_partition += map(_PARTITION, recs)
-                cols.s_value += map(_get_value, recs)
-                cols.s_offset += map(_OFFSET, recs)
-                cols.s_ops.append((base + pos, p, tname, len(recs)))
-                continue
-            if fc[pos] != self.f_code["txn"]:  # a poll
-                if t == 1:
-                    recs = v.records
-                    _need(recs is not UNSET)
-                    if v.positions is not UNSET:
-                        _need(all("/" in k and o >= 0 for k, o in v.positions.items()))
-                    _need(None not in map(_OFFSET, recs))
-                    self._polled(recs, base + pos, p)
-                elif t == 3:
-                    events.append((base + pos, p, "poll", None))
-                continue
-            sends = [m for m in v.ops if m.f == "send"]
-            if sends:
-                cols.s_topic += map(_TOPIC, sends)
-                cols.s_partition += map(_PARTITION, sends)
-                cols.s_value += map(_get_value, sends)
-                cols.s_offset += map(_OFFSET, sends)
-                cols.s_ops.append((base + pos, p, tname, len(sends)))
-            polls = [m for m in v.ops if m.f == "poll"]
-            if t == 1:
-                self._polled(list(chain.from_iterable(map(_get_records, polls))), base + pos, p)
-            elif polls:
-                events.append((base + pos, p, "poll", None))
-            cols.t_ops.append((base + pos, p, tname, -1))  # (its invoke: found in finish)
+                    _need(g)
+            recs += chain.from_iterable(groups)
+            rows.append(np.repeat(ps, np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))))
+        done_s = is_s & (m_typ != 0)
+        recs += compress(flat, done_s.tolist())
+        rows.append(m_row[done_s])
+        self._stream(recs, np.concatenate(rows) if rows else np.zeros(0, np.int64), base, procs_l, typ,
+                     type_names, sends=True)
+        # polls: the plain ok polls' records and the ok txns' polled records, in position order
+        recs = []
+        rows = []
+        if is_poll is not None:
+            pp = np.flatnonzero(is_poll & (typ == 1))
+            pv = _pick(vals, pp)
+            got = list(map(_get_records, pv))
+            _need(UNSET not in got)
+            for pos_map in map(_get["positions"], pv):
+                if pos_map is not UNSET:
+                    _need(all("/" in k and o >= 0 for k, o in pos_map.items()))
+            recs += chain.from_iterable(got)
+            rows.append(np.repeat(pp, np.fromiter(map(len, got), dtype=np.int64, count=len(got))))
+            for pos in np.flatnonzero(is_poll & (typ == 3)).tolist():
+                events.append((base + pos, procs_l[pos], "poll", None))
+        recs += chain.from_iterable(p_lists)
+        rows.append(np.repeat(m_row[m_poll_ok], np.fromiter(map(len, p_lists), dtype=np.int64,
+                                                             count=len(p_lists))))
+        self._stream(recs, np.concatenate(rows), base, procs_l, typ, type_names, sends=False)
+        # a txn that polled and did not commit resets its consumer's tracking
+        for pos in np.unique(m_row[~is_s & ((m_typ == 2) | (m_typ == 3))]).tolist():
+            events.append((base + pos, procs_l[pos], "poll", None))
+        done = t_rows[typ[t_rows] != 0]
+        cols.t_ops += zip((done + base).tolist(), _pick(procs_l, done),
+                          [type_names[x] for x in typ[done].tolist()], repeat(-1))  # (invokes: in finish)
 
-    def _polled(self, recs: list, pos: int, p: int) -> None:
-        if recs:
-            cols = self.cols
-            cols.p_offset += map(_OFFSET, recs)
+    def _stream(self, recs: list, rows: np.ndarray, base: int, procs_l: list, typ: np.ndarray,
+                type_names: tuple, sends: bool) -> None:
+        """Records of one stream (sends or polls) with the chunk row of each, appended in row order."""
+        if not len(rows):
+            return
+        order = np.argsort(rows, kind="stable")
+        srt = rows[order]
+        recs = _pick(recs, order)
+        cols = self.cols
+        u, counts = np.unique(srt, return_counts=True)
+        if sends:
+            cols.s_topic += map(_TOPIC, recs)
+            cols.s_partition += map(_PARTITION, recs)
+            cols.s_value += map(_get_value, recs)
+            cols.s_offset += map(_OFFSET, recs)
+            cols.s_ops += zip((u + base).tolist(), _pick(procs_l, u), [type_names[x] for x in typ[u].tolist()],
+                              counts.tolist(), strict=True)
+        else:
+            offsets = list(map(_OFFSET, recs))
+            _need(None not in offsets)
+            cols.p_offset += offsets
             cols.p_topic += map(_TOPIC, recs)
             cols.p_partition += map(_PARTITION, recs)
             cols.p_value += map(_get_value, recs)
-            cols.p_ops.append((pos, p, len(recs)))
+            cols.p_ops += zip((u + base).tolist(), _pick(procs_l, u), counts.tolist(), strict=True)
 
     def finish(self) -> RecordColumns:
         """Index and time order, invoke/completion pairing; the columns."""
