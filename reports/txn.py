@@ -46,14 +46,18 @@ _OK, _INFO, _FAIL = 0, 1, 2  # (as reports.checkers' send types)
 TXN_ANOMALIES = ("precommitted-read", "torn", "G1c", "G0")
 
 
-def _unique(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(codes, return_index=True)`` for codes that are nearly sorted already (history order): a
-    stable sort (timsort: near-linear on such input) and a diff, where np.unique's hashing took seconds."""
+def _unique(codes: np.ndarray, counts: bool = False) -> tuple[np.ndarray, ...]:
+    """``np.unique(codes, return_index=True[, return_counts=True])`` for codes that are nearly sorted already
+    (history order): a stable sort (timsort: near-linear on such input) and a diff, where np.unique's hashing
+    took seconds."""
     order = np.argsort(codes, kind="stable")
     srt = codes[order]
     new = np.ones(len(srt), dtype=bool)
     new[1:] = srt[1:] != srt[:-1]
-    return srt[new], order[new]
+    if not counts:
+        return srt[new], order[new]
+    at = np.flatnonzero(new)
+    return srt[new], order[new], np.diff(np.append(at, len(srt)))
 
 
 def _member(sorted_u: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -93,10 +97,10 @@ def _precommitted(c: Any, found: dict, t_pos: np.ndarray, t_inv: np.ndarray, r_w
     early = np.zeros(0, dtype=np.int64)
     if c.op_time is not None:
         times = np.asarray(c.op_time, dtype=np.int64)
-        k = np.searchsorted(t_pos, r_w)
-        k_ok = np.minimum(k, len(t_pos) - 1)
-        by_txn = (r_w >= 0) & (t_pos[k_ok] == r_w) & (r_wt != _FAIL)
-        inv = np.where(by_txn, t_inv[k_ok], -1)
+        inv_at = np.full(c.n_ops + 1, -1, dtype=np.int64)  # position -> its txn's invoke (the last slot: none)
+        inv_at[t_pos] = np.maximum(t_inv, 0)
+        inv = np.where(r_wt != _FAIL, inv_at[r_w], -1)  # (r_w = -1, no writer: the last slot)
+        by_txn = inv >= 0
         early = np.flatnonzero(by_txn & (inv >= 0) & (times[c.p_pos] < times[np.maximum(inv, 0)]))
     seen: set[tuple[int, int]] = set()
     for rows, why in ((own, "the transaction read its own write"),
@@ -115,9 +119,10 @@ def _precommitted(c: Any, found: dict, t_pos: np.ndarray, t_inv: np.ndarray, r_w
 def _torn(c: Any, found: dict, t_pos: np.ndarray, t_ok: np.ndarray, r_w: np.ndarray, r_wt: np.ndarray) -> None:
     """Readers that saw part of a committed txn and skipped the rest inside a range they read."""
     # committed txns with two or more records at known offsets (a txn of one record cannot be seen in part)
+    is_committed = np.zeros(c.n_ops + 1, dtype=bool)  # per position (the last slot: no writer, -1)
+    is_committed[t_pos[t_ok]] = True
     s_rows = np.flatnonzero(c.s_has_off & (c.s_typ == _OK))
-    committed = t_pos[t_ok]  # (sorted: t_ops are in position order, as are the send rows)
-    s_rows = s_rows[_member(committed, c.s_pos[s_rows])]
+    s_rows = s_rows[is_committed[c.s_pos[s_rows]]]
     if not len(s_rows) or not len(c.p_kv):
         return
     s_at = c.s_pos[s_rows]
@@ -128,17 +133,25 @@ def _torn(c: Any, found: dict, t_pos: np.ndarray, t_ok: np.ndarray, r_w: np.ndar
     multi = s_at[starts_at[cnt > 1]]
     if not len(multi):
         return
-    s_rows = s_rows[_member(multi, s_at)]
+    is_multi = np.zeros(c.n_ops + 1, dtype=bool)
+    is_multi[multi] = True
+    s_rows = s_rows[is_multi[s_at]]
     s_at = c.s_pos[s_rows]
     # (reader, txn) pairs: a reader read a value such a txn (other than itself) wrote
-    rows = np.flatnonzero(_member(multi, r_w) & (r_w != c.p_pos) & (r_wt == _OK))
+    rows = np.flatnonzero(is_multi[r_w])
+    rows = rows[(r_w[rows] != c.p_pos[rows]) & (r_wt[rows] == _OK)]
     if not len(rows):
         return
     n1 = c.n_ops + 1
-    pair, _i = _unique(c.p_pos[rows] * n1 + r_w[rows])
-    readers, writers = pair // n1, pair % n1
+    pair, _i, n_read = _unique(c.p_pos[rows] * n1 + r_w[rows], counts=True)
+    writers = pair % n1
     lo = np.searchsorted(s_at, writers, "left")
     cnt = np.searchsorted(s_at, writers, "right") - lo
+    part = n_read < cnt  # a reader that read every record of the txn saw it whole (values are unique)
+    pair, writers, lo, cnt = pair[part], writers[part], lo[part], cnt[part]
+    if not len(pair):
+        return
+    readers = pair // n1
     rep = np.repeat(np.arange(len(pair)), cnt)
     within = np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
     srow = s_rows[lo[rep] + within]
