@@ -98,7 +98,7 @@ def _precommitted(c: Any, found: dict, t_pos: np.ndarray, t_inv: np.ndarray, r_w
     if c.op_time is not None:
         times = np.asarray(c.op_time, dtype=np.int64)
         inv_at = np.full(c.n_ops + 1, -1, dtype=np.int64)  # position -> its txn's invoke (the last slot: none)
-        inv_at[t_pos] = np.maximum(t_inv, 0)
+        inv_at[t_pos] = t_inv  # (-1 where its invoke is unknown: no claim)
         inv = np.where(r_wt != _FAIL, inv_at[r_w], -1)  # (r_w = -1, no writer: the last slot)
         by_txn = inv >= 0
         early = np.flatnonzero(by_txn & (inv >= 0) & (times[c.p_pos] < times[np.maximum(inv, 0)]))
