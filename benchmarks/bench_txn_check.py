@@ -115,7 +115,7 @@ def main() -> int:
         print(f"2. check (queue + txn analyses):  {fig(r_check, n_txn)}")
         r_check_ww = times_of(args.repeat, lambda: check(True))
         print(f"   check with ww_deps (G0 too):   {fig(r_check_ww, n_txn)}")
-        del hh
+        hh = None  # (frees the run before the next timings)
         r_txn = times_of(args.repeat, lambda: read_check(txn_path))
         print(f"3. read + check, txn history:     {fig(r_txn, n_txn)}   (goal: < 10 s)")
         r_txn_ww = times_of(args.repeat, lambda: read_check(txn_path, ww=True))
