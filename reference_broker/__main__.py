@@ -84,6 +84,11 @@ async def serve(args: argparse.Namespace) -> int:
         # A single combined node, as Kafka's shipped config/server.properties sets it: with Kafka's default (3) the
         # offsets topic could never be created, so no group would ever get a coordinator.
         cfg.set("offsets.topic.replication.factor", 1)
+    if args.controller is None:
+        # The same for __transaction_state (Kafka's config/server.properties: factor 1, min ISR 1).
+        for key in ("transaction.state.log.replication.factor", "transaction.state.log.min.isr"):
+            if not cfg.is_set(key):
+                cfg.set(key, 1)
     faults = Faults(args.fault)
     data_dir = None if args.memory else args.data_dir
     clock = Clock()

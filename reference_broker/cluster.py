@@ -83,6 +83,8 @@ class Cluster:
         # As Kafka's multi-node sample configs do: the offsets topic is created with this factor or not at all, so
         # Kafka's default (3) would leave a 1- or 2-broker cluster without group coordinators.
         self.config.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
+        self.config.setdefault("transaction.state.log.replication.factor", str(min(3, brokers)))
+        self.config.setdefault("transaction.state.log.min.isr", str(min(2, brokers)))
         self.faults = list(faults or [])
         self.seed = seed
         self.host = host

@@ -50,6 +50,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # idempotent producer state (Kafka's ProducerStateManagerConfig / UnifiedLog's expiration check)
     "producer.id.expiration.ms": (int, 86_400_000),
     "producer.id.expiration.check.interval.ms": (int, 600_000),
+    # transactions (Kafka's TransactionStateManagerConfig / TransactionLogConfig names and defaults)
+    "transaction.state.log.num.partitions": (int, 50),
+    "transaction.state.log.replication.factor": (int, 3),
+    "transaction.state.log.min.isr": (int, 2),
+    "transaction.max.timeout.ms": (int, 900_000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10_000),
+    "transaction.partition.verification.enable": (bool, True),
     "cluster.id": (str, "reference-cluster-0000"),
 }
 

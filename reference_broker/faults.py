@@ -212,6 +212,42 @@ FAULTS: dict[str, str] = {
     "group.left_out_member_refused": "a member the leader's assignment left out gets REBALANCE_IN_PROGRESS for its "
                                      "SyncGroup (Kafka: an empty assignment, no error) — breaks "
                                      "GROUP-SYNC-ASSIGNMENT",
+    # transactions (conformance/suites/test_transactions.py; rule ids in /work/notes/TXN_SPEC.md)
+    "txn.no_aborted_list": "read_committed Fetch answers aborted_transactions [] even when aborted transactions "
+                           "overlap the records returned (Kafka: LocalLog.addAbortedTransactions lists them), so "
+                           "consumers keep aborted records — breaks TXN-READ-COMMITTED-ABORTED",
+    "txn.lso_is_hw": "the last stable offset is the HW, ignoring open transactions (Kafka: the first offset of the "
+                     "earliest open transaction, UnifiedLog.lastStableOffset) — breaks TXN-LSO and "
+                     "TXN-READ-COMMITTED-OPEN",
+    "txn.commit_first_partition_only": "a committing transaction's COMMIT marker is written to its first partition "
+                                       "only; the others get none and stay open (Kafka: every partition, "
+                                       "TransactionMarkerChannelManager) — breaks TXN-COMMIT-VISIBLE",
+    "txn.abort_as_commit": "EndTxn abort writes COMMIT markers (Kafka: ABORT, TransactionCoordinator."
+                           "endTransaction) — breaks TXN-ABORT-INVISIBLE",
+    "txn.offsets_eager": "TxnOffsetCommit offsets are applied at once, visible to OffsetFetch before the "
+                         "transaction commits and kept when it aborts (Kafka: pending until the marker, "
+                         "GroupMetadataManager / OffsetMetadataManager.replayEndTransactionMarker) — breaks "
+                         "TXN-OFFSETS-AT-COMMIT",
+    "txn.ignore_require_stable": "OffsetFetch with require_stable answers the committed offset while a "
+                                 "transactional commit for the partition is pending (Kafka: UNSTABLE_OFFSET_COMMIT, "
+                                 "KIP-447) — breaks TXN-REQUIRE-STABLE",
+    "txn.no_fencing": "InitProducerId for a transactional id does not bump the epoch and the coordinator accepts "
+                      "AddPartitionsToTxn / EndTxn of any epoch (Kafka: PRODUCER_FENCED, "
+                      "TransactionCoordinator) — breaks TXN-FENCING",
+    "txn.no_timeout": "transactions open longer than their transaction.timeout.ms are never aborted (Kafka: "
+                      "TransactionCoordinator.abortTimedOutTransactions) — breaks TXN-TIMEOUT-ABORTS",
+    "txn.no_concurrent_check": "InitProducerId and AddPartitionsToTxn proceed while the previous transaction's "
+                               "markers are still being written (Kafka: CONCURRENT_TRANSACTIONS in PrepareCommit / "
+                               "PrepareAbort) — breaks TXN-CONCURRENT",
+    "txn.no_partition_verification": "a transactional produce to a partition not added to the transaction is "
+                                     "appended (Kafka >= 3.6, KIP-890 part 1: INVALID_TXN_STATE for Produce "
+                                     "v3-v10, ReplicaManager.appendRecords verification) — breaks "
+                                     "TXN-VERIFY-PARTITION",
+    "txn.markers_leader_only": "transaction markers take effect on the leader only: followers copy the control "
+                               "batches but their producer state ignores them, so after a failover the new leader "
+                               "still sees the transaction open (its LSO stuck below the committed records, aborted "
+                               "ones missing from its aborted index) until a restart replays the log (Kafka: "
+                               "markers replicate like any batch) — breaks TXN-MARKERS-FAILOVER",
 }
 
 

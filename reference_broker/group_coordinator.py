@@ -221,6 +221,9 @@ class GroupCoordinator:
         self.store = store
         self.owned: set[int] = set()
         self.uncommitted: dict[int, list[Uncommitted]] = {}   # offsets partition -> writes above its HW, in order
+        # offsets partition -> producer id -> group -> offsets of its open transaction (TxnOffsetCommit, KIP-98);
+        # applied by the COMMIT marker, dropped by ABORT (pendingTransactionalOffsetCommits)
+        self.pending_txn: dict[int, dict[int, dict[str, dict[TP, OffsetAndMetadata]]]] = {}
         self._tasks: set[asyncio.Task] = set()
 
     # -- ownership (GroupMetadataManager.loadGroupsForPartition / removeGroupsForPartition) --------------------
@@ -244,6 +247,7 @@ class GroupCoordinator:
         coordinator on NOT_COORDINATOR)."""
         self.owned.discard(index)
         self.uncommitted.pop(index, None)
+        self.pending_txn.pop(index, None)
         for gid in [g for g in self.groups if self.partition_of(g) == index]:
             g = self.groups.pop(gid)
             for m in list(g.members.values()):
@@ -273,6 +277,13 @@ class GroupCoordinator:
                 g.generation_id = value["generation"]
                 g.protocol_type = value.get("protocol_type")
                 g.protocol_name = value.get("protocol_name")
+            elif key.get("type") == "marker":
+                self.complete_txn(index, key["producer_id"], key["commit"], offset + 1, replaying=offset < hw)
+            elif key.get("type") == "offset" and "producer_id" in key:
+                if value is not None:
+                    self.pending_txn.setdefault(index, {}).setdefault(key["producer_id"], {}).setdefault(gid, {})[
+                        (key["topic"], key["partition"])] = OffsetAndMetadata(
+                            value["offset"], value["leader_epoch"], value["metadata"], value["commit_timestamp"])
             elif key.get("type") == "offset":
                 tp = (key["topic"], key["partition"])
                 old = self.groups[gid].offsets.get(tp) if gid in self.groups else None
@@ -856,6 +867,45 @@ class GroupCoordinator:
             return append_error(e.code)
         g.offsets.update(offsets)
         return await self._committed(self._wrote(g.group_id, end, before), end)
+
+    async def txn_commit(self, g: ClassicGroup, producer_id: int, producer_epoch: int,
+                         offsets: dict[TP, OffsetAndMetadata]) -> int:
+        """TxnOffsetCommit: append the offsets as the producer's transactional batch; they stay pending (invisible
+        to OffsetFetch, UNSTABLE_OFFSET_COMMIT for require_stable) until the transaction's marker arrives."""
+        if not offsets:
+            return 0
+        if self.faults.on("txn.offsets_eager"):
+            return await self.commit(g, offsets)
+        try:
+            end = self.store.write_txn_offsets(g.group_id, producer_id, producer_epoch, offsets)
+        except AppendError as e:
+            return append_error(e.code)
+        index = self.partition_of(g.group_id)
+        self.pending_txn.setdefault(index, {}).setdefault(producer_id, {}).setdefault(g.group_id, {}).update(offsets)
+        return await self._committed(index, end)
+
+    def complete_txn(self, index: int, producer_id: int, commit: bool, end: int, replaying: bool = False) -> None:
+        """A transaction marker was appended to offsets partition ``index`` (ending at ``end``): the producer's
+        pending offsets apply (COMMIT), visible once the HW passes the marker, or are dropped (ABORT)
+        (GroupCoordinator.onTransactionCompleted / OffsetMetadataManager.replayEndTransactionMarker)."""
+        pending = self.pending_txn.get(index, {}).pop(producer_id, {})
+        if not commit:
+            return
+        for gid, offsets in pending.items():
+            g = self.groups.get(gid)
+            if g is None:
+                g = self.groups[gid] = ClassicGroup(gid)
+            before = {tp: g.offsets.get(tp) for tp in offsets}
+            g.offsets.update(offsets)
+            if not replaying:
+                self._wrote(gid, end, before)
+
+    def has_pending_txn(self, group_id: str, tp: TP) -> bool:
+        """A transactional offset commit for ``tp`` waits for its marker (hasPendingTransactionalOffsets)."""
+        if self.faults.on("txn.ignore_require_stable"):
+            return False
+        return any(tp in by_group.get(group_id, {})
+                   for by_group in self.pending_txn.get(self.partition_of(group_id), {}).values())
 
     def fetch_offsets(self, group_id: str, stable: bool = False) -> dict[TP, OffsetAndMetadata]:
         """What OffsetFetch serves: the committed offsets (``stable``: the latest, after :meth:`wait_stable`)."""

@@ -27,6 +27,7 @@ from typing import Any
 from kafka import errors as E
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.producer import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
 
 from .aio import cancel_and_wait
 from .client.protocol import Connection
@@ -50,6 +51,7 @@ from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import Server
 from .topic_config import topic_setting
+from .txn_coordinator import TXN_TOPIC, Marker, TransactionCoordinator
 
 log = logging.getLogger("reference_broker.node")
 
@@ -98,6 +100,46 @@ class ControllerLink:
                 pass
 
 
+class InternalTopic:
+    """An internal topic's partitions as a coordinator sees them (OffsetsPartitions): append as leader (acks=1
+    locally, refused below the topic's min.insync.replicas), read, and wait until the HW passes an append."""
+
+    def __init__(self, node: BrokerNode, topic: str) -> None:
+        self.node = node
+        self.topic = topic
+
+    def append(self, index: int, batch: bytes) -> int:
+        p = self.node.replicas.get(self.topic, index)
+        if p is None or not p.is_leader:
+            raise AppendError(E.NotLeaderForPartitionError.errno, f"not the leader of {self.topic}-{index}")
+        if len(p.isr) < p.effective_min_isr:
+            raise AppendError(E.NotEnoughReplicasError.errno, f"{self.topic}-{index}: ISR below min ISR")
+        res = p.append_as_leader(batch, B.parse_header(batch), self.node.clock.wall_ms())
+        if res.error:
+            raise AppendError(res.error, f"append to {self.topic}-{index} failed with error {res.error}")
+        p.log.flush()
+        return p.log.log_end_offset
+
+    def high_watermark(self, index: int) -> int:
+        p = self.node.replicas.get(self.topic, index)
+        return p.hw if p is not None else 0
+
+    async def wait_committed(self, index: int, offset: int, timeout_s: float) -> int:
+        status = ProducePartitionStatus(self.topic, index, offset)
+        await self.node.replicas.wait_replicated([status], timeout_s)
+        return status.error
+
+    def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        p = self.node.replicas.get(self.topic, index)
+        if p is None or offset >= p.log.log_end_offset:
+            return b"", offset
+        return p.log.read(offset, max_bytes, p.log.log_end_offset, True).data, p.log.log_end_offset
+
+    def log_start(self, index: int) -> int:
+        p = self.node.replicas.get(self.topic, index)
+        return p.log.log_start_offset if p is not None else 0
+
+
 class BrokerNode:
     def __init__(self, config: BrokerConfig, data_dir: Path | None, *, controller: tuple[str, int],
                  clock: Clock | None = None, seed: int | None = None, faults: Faults | None = None) -> None:
@@ -127,6 +169,8 @@ class BrokerNode:
         self.replicas.on_follow = self.fetchers.update
         self.groups = GroupCoordinator(config, self.clock, self.rng, self.faults,
                                        OffsetStore(self, config["offsets.topic.num.partitions"], self.clock.wall_ms))
+        self.txn = TransactionCoordinator(config, self.clock, self.faults, InternalTopic(self, TXN_TOPIC),
+                                          self.next_producer_id, self.send_markers, self._offsets_partition_of)
         self.server = Server(self)
         # One connection per purpose, as Kafka keeps a channel per manager: the controller answers a connection's
         # requests in order, so an ISR change must not queue behind a forwarded CreateTopics that waits for
@@ -135,6 +179,7 @@ class BrokerNode:
                        for name in ("metadata", "heartbeat", "alter", "rpc")}
         self._tasks: list[asyncio.Task] = []
         self._link_overrides = self._parse_links(config["replica.link.addresses"])
+        self._peer_links: dict[tuple[int, str], ControllerLink] = {}
 
     # -- data dir ---------------------------------------------------------------------------------------------
 
@@ -268,6 +313,140 @@ class BrokerNode:
             return None
         return t.partitions[partition_for(group_id, len(t.partitions))]
 
+    def _offsets_partition_of(self, group_id: str) -> tuple[str, int]:
+        return OFFSETS_TOPIC, self.groups.partition_of(group_id)
+
+    # -- transactions (the coordinator's narrow interface and the broker-to-broker calls it needs) -------------
+
+    async def ensure_txn_topic(self) -> int:
+        """Create ``__transaction_state`` on the first transactional FindCoordinator (Kafka's
+        AutoTopicCreationManager, with transaction.state.log.* settings); 0 or COORDINATOR_NOT_AVAILABLE."""
+        if TXN_TOPIC in self.image.topics:
+            return 0
+        err, _ = await self.create_topic(TXN_TOPIC, self.config["transaction.state.log.num.partitions"],
+                                         self.config["transaction.state.log.replication.factor"],
+                                         {"cleanup.policy": "compact",
+                                          "min.insync.replicas": str(self.config["transaction.state.log.min.isr"])})
+        if err not in (0, E.TopicAlreadyExistsError.errno):
+            return COORDINATOR_NOT_AVAILABLE
+        return 0
+
+    def txn_coordinator_for(self, txn_id: str) -> PartitionState | None:
+        t = self.image.topics.get(TXN_TOPIC)
+        if t is None:
+            return None
+        return t.partitions[partition_for(txn_id, len(t.partitions))]
+
+    async def _broker_call(self, broker_id: int, purpose: str, request: Any, version: int, timeout: float) -> Any:
+        """One request to another broker over the broker-to-broker path (the replication address, or its link
+        proxy), one connection per (broker, purpose), reopened after a failure."""
+        key = (broker_id, purpose)
+        link = self._peer_links.get(key)
+        address = self._replica_address(broker_id)
+        if address is None:
+            raise OSError(f"broker {broker_id} has no known address")
+        if link is None or link.address != address:
+            if link is not None:
+                await link.close()
+            link = self._peer_links[key] = ControllerLink(address, f"broker-{self.node_id}-{purpose}")
+        return await link.request(request, version, timeout)
+
+    async def send_markers(self, markers: list[Marker]) -> dict[tuple[str, int], int]:
+        """TransactionMarkerChannelManager: each marker to its partition's current leader, WriteTxnMarkers over the
+        broker-to-broker link (a local leader appends in-process, as Kafka's own broker would answer itself)."""
+        by_leader: dict[int, list[Marker]] = {}
+        out: dict[tuple[str, int], int] = {}
+        for m in markers:
+            st = self.image.partition(m.topic, m.partition)
+            if st is None:
+                out[(m.topic, m.partition)] = E.UnknownTopicOrPartitionError.errno
+            elif st.leader < 0:
+                out[(m.topic, m.partition)] = E.LeaderNotAvailableError.errno
+            else:
+                by_leader.setdefault(st.leader, []).append(m)
+
+        async def one(leader: int, ms: list[Marker]) -> None:
+            if leader == self.node_id:
+                out.update(await self.write_markers(ms, timeout_s=10.0))
+                return
+            M = WriteTxnMarkersRequest.WritableTxnMarker
+            groups: dict[tuple, list[Marker]] = {}
+            for m in ms:
+                groups.setdefault((m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch), []).append(m)
+            req = WriteTxnMarkersRequest[1](markers=[
+                M(producer_id=pid, producer_epoch=ep, transaction_result=commit, coordinator_epoch=ce,
+                  topics=[M.WritableTxnMarkerTopic(name=t, partition_indexes=[m.partition for m in g if m.topic == t])
+                          for t in sorted({m.topic for m in g})])
+                for (pid, ep, commit, ce), g in groups.items()])
+            req._header = None
+            try:
+                resp = await self._broker_call(leader, "markers", req, 1, timeout=15.0)
+            except (OSError, TimeoutError, E.KafkaError) as e:
+                log.info("broker %d: WriteTxnMarkers to broker %d failed: %s", self.node_id, leader, e)
+                return
+            for mr in resp.markers:
+                for tr in mr.topics:
+                    for pr in tr.partitions:
+                        out[(tr.name, pr.partition_index)] = pr.error_code
+
+        await asyncio.gather(*(one(leader, ms) for leader, ms in sorted(by_leader.items())))
+        return out
+
+    async def write_markers(self, markers: list[Marker], timeout_s: float) -> dict[tuple[str, int], int]:
+        """The leader's side of WriteTxnMarkers (KafkaApis.handleWriteTxnMarkersRequest): append each marker
+        (acks=all, origin COORDINATOR), tell the group coordinator about markers on __consumer_offsets partitions,
+        and answer once they are replicated (REQUEST_TIMED_OUT after ``timeout_s``)."""
+        out: dict[tuple[str, int], int] = {}
+        waits = []
+        for m in markers:
+            tp = (m.topic, m.partition)
+            p, err = self.leader_partition(m.topic, m.partition)
+            if err:
+                out[tp] = err
+                continue
+            res = p.write_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, self.clock.wall_ms())
+            out[tp] = res.error
+            if res.error:
+                continue
+            if m.topic == OFFSETS_TOPIC:
+                self.groups.complete_txn(m.partition, m.producer_id, m.commit, res.base_offset + 1)
+            waits.append(ProducePartitionStatus(m.topic, m.partition, res.base_offset + 1))
+        if waits:
+            await self.replicas.wait_replicated(waits, timeout_s)
+            for w in waits:
+                out[(w.topic, w.partition_index)] = w.error
+        return out
+
+    async def verify_txn(self, txn_id: str, producer_id: int, epoch: int,
+                         tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """KIP-890 part 1 (AddPartitionsToTxnManager): ask the transaction's coordinator whether these partitions
+        are in the ongoing transaction; locally, or AddPartitionsToTxn v4 verify_only over the broker link."""
+        st = self.txn_coordinator_for(txn_id)
+        if st is None or st.leader < 0:
+            return dict.fromkeys(tps, E.CoordinatorNotAvailableError.errno)
+        if st.leader == self.node_id:
+            return self.txn.verify(txn_id, producer_id, epoch, tps)
+        T = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        req = AddPartitionsToTxnRequest[4](transactions=[T(
+            transactional_id=txn_id, producer_id=producer_id, producer_epoch=epoch, verify_only=True,
+            topics=[T.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])])
+        req._header = None
+        try:
+            resp = await self._broker_call(st.leader, "verify", req, 4, timeout=10.0)
+        except (OSError, TimeoutError, E.KafkaError):
+            return dict.fromkeys(tps, E.NetworkExceptionError.errno)
+        if resp.error_code:
+            return dict.fromkeys(tps, resp.error_code)
+        out = {}
+        for r in resp.results_by_transaction:
+            for tr in r.topic_results:
+                for pr in tr.results_by_partition:
+                    out[(tr.name, pr.partition_index)] = pr.partition_error_code
+        return out
+
     async def _alter_isr(self, p: Partition, new_isr: list[int]) -> tuple[int, PartitionState | None]:
         T = AlterPartitionRequest.TopicData
         req = AlterPartitionRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch, topics=[
@@ -290,7 +469,8 @@ class BrokerNode:
         p = self.replicas.get(OFFSETS_TOPIC, index)
         if p is None or not p.is_leader:
             raise AppendError(E.NotLeaderForPartitionError.errno, f"not the leader of {OFFSETS_TOPIC}-{index}")
-        res = p.append_as_leader(batch, B.parse_header(batch), self.clock.wall_ms())
+        h = B.parse_header(batch)
+        res = p.append_as_leader(batch, h, self.clock.wall_ms(), coordinator=h.is_transactional)
         if res.error:
             raise AppendError(res.error, f"append to {OFFSETS_TOPIC}-{index} failed with error {res.error}")
         p.log.flush()
@@ -316,6 +496,12 @@ class BrokerNode:
         return p.log.log_start_offset if p is not None else 0
 
     def _on_leadership(self, p: Partition, leader: bool) -> None:
+        if p.topic == TXN_TOPIC:
+            if leader:
+                self.txn.load_partition(p.index, p.leader_epoch)
+            else:
+                self.txn.unload_partition(p.index)
+            return
         if p.topic != OFFSETS_TOPIC:
             return
         if leader:
@@ -356,6 +542,7 @@ class BrokerNode:
             if self.data_dir is not None:
                 self._tasks.append(loop.create_task(self._flush_loop(), name="flush"))
             self.replicas.start()
+            self.txn.start()
             await asyncio.wait_for(self._unfenced.wait(), ready_timeout)
             await asyncio.wait_for(self._live_in_image.wait(), ready_timeout)
         except TimeoutError:
@@ -480,10 +667,11 @@ class BrokerNode:
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
+        await self.txn.close()
         await self.groups.close()
         await self.fetchers.stop()
         await self.server.stop()
-        for link in self._links.values():
+        for link in [*self._links.values(), *self._peer_links.values()]:
             await link.close()
         self.replicas.close()
 

@@ -36,7 +36,8 @@ class OffsetsPartitions(Protocol):
 
     def append(self, index: int, batch: bytes) -> int:
         """Append as leader; returns the offset after the batch (the HW it must reach to be committed);
-        raises AppendError when nothing was written (e.g. this broker does not lead the partition)."""
+        raises AppendError when nothing was written (e.g. this broker does not lead the partition). A
+        transactional batch (TxnOffsetCommit) is checked by producer epoch only (origin COORDINATOR)."""
 
     def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         """Whole batches from ``offset`` and the log end offset."""
@@ -79,9 +80,11 @@ class OffsetStore:
         self.n = num_partitions
         self.now_ms = now_ms
 
-    def _write(self, group_id: str, entries: list[tuple[dict, dict | None]]) -> int:
-        b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    def _write(self, group_id: str, entries: list[tuple[dict, dict | None]], producer: tuple[int, int] | None = None
+               ) -> int:
+        pid, epoch = producer if producer is not None else (-1, -1)
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
+                                      producer_id=pid, producer_epoch=epoch, base_sequence=-1, batch_size=1 << 30)
         now = self.now_ms()
         for i, (key, value) in enumerate(entries):
             b.append(i, timestamp=now, key=json.dumps(key, sort_keys=True).encode(),
@@ -103,6 +106,15 @@ class OffsetStore:
                                  "commit_timestamp": o.commit_timestamp})
                                for (t, p), o in offsets.items()])
 
+    def write_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                          offsets: dict[tuple[str, int], OffsetAndMetadata]) -> int:
+        """TxnOffsetCommit: the offsets in a transactional batch of the producer; they apply only when its COMMIT
+        marker follows (GroupMetadataManager.storeOffsets with a producer id)."""
+        return self._write(group_id, [({"type": "offset", "group": group_id, "topic": t, "partition": p},
+                                       {"offset": o.offset, "leader_epoch": o.leader_epoch, "metadata": o.metadata,
+                                        "commit_timestamp": o.commit_timestamp})
+                                      for (t, p), o in offsets.items()], (producer_id, producer_epoch))
+
     def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> int:
         return self._write(group_id, [({"type": "offset", "group": group_id, "topic": t, "partition": p}, None)
                                    for t, p in tps])
@@ -121,7 +133,8 @@ class OffsetStore:
 
     def replay(self, index: int) -> Iterator[tuple[int, dict, dict | None]]:
         """Every (offset, key, value) written to offsets partition ``index``, in log order (a tombstone has value
-        None)."""
+        None). A transactional offset commit's key carries ``producer_id``; a transaction marker comes as key
+        ``{"type": "marker", "producer_id": ..., "commit": ...}`` with value None."""
         offset = self.partitions.log_start(index)
         while True:
             data, end = self.partitions.read(index, offset, 1 << 20)
@@ -129,6 +142,14 @@ class OffsetStore:
                 return
             records = MemoryRecords(data)
             while (batch := records.next_batch()) is not None:
+                if batch.is_control_batch:
+                    for rec in batch:
+                        offset = rec.offset + 1
+                        kind = int.from_bytes(bytes(rec.key)[2:4], "big") if rec.key and len(rec.key) >= 4 else -1
+                        yield rec.offset, {"type": "marker", "producer_id": batch.producer_id,
+                                           "commit": kind == 1}, None
+                    continue
+                txn_pid = batch.producer_id if batch.is_transactional else None
                 for rec in batch:
                     offset = rec.offset + 1
                     try:
@@ -137,4 +158,6 @@ class OffsetStore:
                     except ValueError:
                         log.warning("%s-%d offset %d: unreadable record skipped", OFFSETS_TOPIC, index, rec.offset)
                         continue
+                    if txn_pid is not None:
+                        key["producer_id"] = txn_pid
                     yield rec.offset, key, value

@@ -8,8 +8,12 @@ Kafka's rules this models (names from Apache Kafka's ``Partition``, ``Replica`` 
   one that reaches the HW in the current epoch joins it (``maybeExpandIsr``/``isFollowerInSync``); both changes go
   through the controller (AlterPartition) and apply when it answers.
 - Follower: appends the leader's batches as they are, HW = min(leader HW, own LEO); truncates by leader epoch.
-- Consumers read up to the HW, followers up to the LEO (``FetchIsolation``); a read below the log start or above
-  the LEO is OFFSET_OUT_OF_RANGE; between HW and LEO it is empty.
+- Consumers read up to the HW (read_uncommitted) or the last stable offset (read_committed: min(HW, the first
+  offset of the earliest open or not yet replicated transaction), UnifiedLog.lastStableOffset), followers up to
+  the LEO (``FetchIsolation``); a read below the log start or above the LEO is OFFSET_OUT_OF_RANGE; between the
+  readable end and the LEO it is empty. A read_committed read carries the aborted transactions overlapping it.
+- Transaction markers (control batches) are appended as leader by WriteTxnMarkers (``write_marker``); the log's
+  producer state completes the transaction (``log/producer_state.py``).
 - When the readable end or the ISR moves, parked fetches and acks=all produces keyed by this topic-partition are
   tried (``Partition.tryCompleteDelayedRequests``), through the ``on_change`` callback the replica manager gives.
 - Idempotent producers: the log owns their state (``log.producer_state``, Kafka's ProducerStateManager in
@@ -60,6 +64,7 @@ class ReadInfo(NamedTuple):
     last_stable_offset: int = -1
     diverging_epoch: tuple[int, int] | None = None
     follower_updated: bool = False        # a follower's fetch position was recorded (updateFollowerFetchState)
+    aborted: list | None = None           # read_committed: [(producer id, first offset)]; None otherwise
 
 
 @dataclass
@@ -116,6 +121,9 @@ class Partition:
         self.fault_unchecked_epoch = False      # fetch.last_fetched_epoch_unchecked fault switch
         self.fault_min_isr_not_capped = False   # isr.min_isr_not_capped fault switch
         self.fault_idle_follower_lags = False   # isr.idle_follower_lags fault switch
+        self.fault_lso_is_hw = False            # txn.lso_is_hw fault switch
+        self.fault_no_aborted_list = False      # txn.no_aborted_list fault switch
+        self.fault_markers_leader_only = False  # txn.markers_leader_only fault switch
         # Set by the replica manager: the clock, replica.lag.time.max.ms and whether a broker may join the ISR
         # (registered and unfenced), for the HW's wait on followers about to join the ISR.
         self.now_ms: Callable[[], float] = lambda: 0.0
@@ -161,7 +169,18 @@ class Partition:
     def end_offset_for(self, isolation: FetchIsolation) -> int:
         if isolation == FetchIsolation.LOG_END:
             return self.log.log_end_offset
-        return self.hw  # no transactions: the last stable offset equals the HW
+        if isolation == FetchIsolation.TXN_COMMITTED:
+            return self.last_stable_offset
+        return self.hw
+
+    @property
+    def last_stable_offset(self) -> int:
+        """UnifiedLog.lastStableOffset: the first offset of the earliest transaction that is open or whose marker the
+        HW has not passed, never above the HW; the HW when there is none."""
+        if self.fault_lso_is_hw:
+            return self.hw
+        first = self.log.producer_state.first_unstable_offset(self.hw)
+        return self.hw if first is None else min(first, self.hw)
 
     def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
         """(epoch, end offset) when a fetch's last fetched epoch disagrees with our log (KIP-320/KIP-595): the
@@ -305,7 +324,11 @@ class Partition:
         min(leader HW, own LEO), up or down (ReplicaFetcherThread.processPartitionData)."""
         if data:
             self._maybe_start_at_batch(data)
-            self.log.append_replica(data)          # the log keeps producer state from these batches too
+            self.log.producer_state.skip_markers = self.fault_markers_leader_only
+            try:
+                self.log.append_replica(data)      # the log keeps producer state from these batches too
+            finally:
+                self.log.producer_state.skip_markers = False
         if self.log.log_start_offset < leader_log_start <= self.log.log_end_offset:
             self.log.delete_records_before(leader_log_start)
         # UnifiedLog.maybeUpdateHighWatermark: the leader's HW within [log start, LEO], even when that is lower
@@ -353,11 +376,18 @@ class Partition:
 
     # -- produce ----------------------------------------------------------------------------------------------
 
-    def append_as_leader(self, data: bytes, header: B.BatchHeader, now_ms: int) -> ProduceResult:
-        """Append one validated batch; enforce idempotent sequences; advance the HW; wake watchers."""
+    def append_as_leader(self, data: bytes, header: B.BatchHeader, now_ms: int,
+                         coordinator: bool = False) -> ProduceResult:
+        """Append one validated batch; enforce idempotent sequences; advance the HW; wake watchers.
+        ``coordinator``: a group coordinator's transactional offset commit (origin COORDINATOR: no sequence, only
+        the producer epoch is checked)."""
         if not self.is_leader:
             return ProduceResult(E.NotLeaderForPartitionError.errno)
-        if header.producer_id >= 0:
+        if coordinator and header.producer_id >= 0:
+            err = self.log.producer_state.check_marker(header.producer_id, header.producer_epoch)
+            if err:
+                return ProduceResult(err)
+        elif header.producer_id >= 0:
             try:
                 duplicate = self.log.producer_state.check_client_batch(header, self.duplicate_window)
             except ProducerStateError as e:
@@ -416,7 +446,8 @@ class Partition:
                         and 0 <= fetch_offset <= self.log.log_end_offset)
             if recorded:
                 self.update_follower_fetch(replica_id, fetch_offset, now_ms)
-            return ReadInfo(E.NoError.errno, b"", self.hw, self.log.log_start_offset, self.hw, div, recorded)
+            return ReadInfo(E.NoError.errno, b"", self.hw, self.log.log_start_offset, self.last_stable_offset, div,
+                            recorded)
         info = self.read(fetch_offset, max_bytes, isolation, min_one, current_leader_epoch)
         if replica_id < 0 or info.error or not update_fetch_state:
             return info
@@ -433,18 +464,48 @@ class Partition:
         if not self.is_leader:
             return ReadInfo(E.NotLeaderForPartitionError.errno)
         log = self.log
-        common = dict(high_watermark=self.hw, log_start_offset=log.log_start_offset, last_stable_offset=self.hw)
+        lso = self.last_stable_offset
+        common = dict(high_watermark=self.hw, log_start_offset=log.log_start_offset, last_stable_offset=lso)
         if fetch_offset < log.log_start_offset or fetch_offset > log.log_end_offset:
             return ReadInfo(E.OffsetOutOfRangeError.errno, **common)
+        committed = isolation == FetchIsolation.TXN_COMMITTED
         end = self.end_offset_for(isolation)
         if fetch_offset >= end:
             if self.hw_report != "exact":
                 common["high_watermark"] = self._faulty_hw(b"", fetch_offset)
-            return ReadInfo(E.NoError.errno, **common)
+            return ReadInfo(E.NoError.errno, aborted=[] if committed else None, **common)
         res: ReadResult = log.read(fetch_offset, max_bytes, end, min_one)
         if self.hw_report != "exact":
             common["high_watermark"] = self._faulty_hw(res.data, fetch_offset)
-        return ReadInfo(E.NoError.errno, res.data, **common)
+        aborted = None
+        if committed:
+            aborted = [] if self.fault_no_aborted_list else self.aborted_between(fetch_offset, res.data)
+        return ReadInfo(E.NoError.errno, res.data, aborted=aborted, **common)
+
+    def aborted_between(self, fetch_offset: int, data: bytes) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping a read from ``fetch_offset`` up to
+        the end of the batches it returned (LocalLog.addAbortedTransactions: upper bound = the offset after them)."""
+        upper = self.log.log_end_offset
+        for _pos, h in B.iter_batches(data, strict=False):
+            upper = h.next_offset
+        return [(a.producer_id, a.first_offset)
+                for a in self.log.producer_state.collect_aborted(fetch_offset, upper)]
+
+    def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                     now_ms: int) -> ProduceResult:
+        """Append a COMMIT/ABORT marker as leader (ReplicaManager.appendRecords with origin COORDINATOR): an epoch
+        older than the producer's here is INVALID_PRODUCER_EPOCH; the log's producer state completes the
+        transaction, which may move the LSO (parked read_committed fetches are woken)."""
+        if not self.is_leader:
+            return ProduceResult(E.NotLeaderForPartitionError.errno)
+        err = self.log.producer_state.check_marker(producer_id, producer_epoch)
+        if err:
+            return ProduceResult(err)
+        data = B.build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, now_ms)
+        info = self.log.append(data, self.leader_epoch)
+        self.maybe_advance_hw()
+        self._changed("append")
+        return ProduceResult(E.NoError.errno, info.base_offset)
 
     def _faulty_hw(self, data: bytes, fetch_offset: int) -> int:
         """The HW a Fetch reports under a fault switch: off by one (the last committed offset instead of the next),

@@ -68,6 +68,7 @@ class LogReadResult(NamedTuple):
     last_stable_offset: int = -1
     log_start_offset: int = -1
     diverging_epoch: tuple[int, int] | None = None
+    aborted: list | None = None           # read_committed: [(producer id, first offset)] (Fetch v4+)
 
 
 class ReplicaManager:
@@ -171,7 +172,7 @@ class ReplicaManager:
                 continue
             if info.error == E.OffsetOutOfRangeError.errno and faults.on("fetch.oor_as_empty") and \
                     offset > p.log.log_end_offset:
-                out.append(LogReadResult(st, 0, b"", p.hw, p.hw, p.log.log_start_offset))
+                out.append(LogReadResult(st, 0, b"", p.hw, p.last_stable_offset, p.log.log_start_offset))
                 continue
             if info.error:
                 out.append(LogReadResult(st, info.error))
@@ -185,7 +186,7 @@ class ReplicaManager:
                 if not faults.on("fetch.max_bytes_per_partition"):
                     limit = max(0, limit - len(records))
             out.append(LogReadResult(st, 0, records, info.high_watermark, info.last_stable_offset,
-                                     info.log_start_offset))
+                                     info.log_start_offset, aborted=info.aborted))
         return out
 
     def _missing_partition_error(self, st: FetchPartitionStatus) -> int:
@@ -257,6 +258,9 @@ class ReplicaManager:
                 p.fault_unchecked_epoch = self.faults.on("fetch.last_fetched_epoch_unchecked")
                 p.fault_min_isr_not_capped = self.faults.on("isr.min_isr_not_capped")
                 p.fault_idle_follower_lags = self.faults.on("isr.idle_follower_lags")
+                p.fault_lso_is_hw = self.faults.on("txn.lso_is_hw")
+                p.fault_no_aborted_list = self.faults.on("txn.no_aborted_list")
+                p.fault_markers_leader_only = self.faults.on("txn.markers_leader_only")
                 p.now_ms = lambda: self.clock.monotonic() * 1000
                 p.lag_ms = self.config["replica.lag.time.max.ms"]
                 p.isr_eligible = self._may_join

@@ -14,7 +14,10 @@ Behavior (Apache Kafka ``ReplicaManager.fetchMessages`` + ``DelayedFetch``): thi
 - Size: at most min(max_bytes, fetch.max.bytes) in all and partition_max_bytes per partition, whole batches only;
   until some partition has returned data the first batch is returned whole even when larger (KIP-74). Kafka may
   cut a partition's last batch at the limit; we never do (GAPS.md).
-- read_committed reads to the last stable offset, which equals the HW (no transactions; GAPS.md).
+- read_committed (isolation_level 1) reads to the last stable offset (the first offset of the earliest open
+  transaction, the HW when none; never above it) and answers the aborted transactions overlapping the records
+  returned (producer id, first offset; Kafka's LocalLog.addAbortedTransactions), [] when none; read_uncommitted
+  answers null. A parked read_committed fetch completes when the LSO moves (a marker, or the HW passing one).
 - Fetch sessions (KIP-227) are not kept: every answer has session_id 0 (sessionless), which clients must accept;
   an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND (GAPS.md).
 - v13+ name topics by id (KIP-516): an unknown id is UNKNOWN_TOPIC_ID for its partitions. v15 moves the replica id
@@ -96,7 +99,9 @@ def _response(reads, session_id: int = 0, image=None) -> FetchResponse:
                 extra["current_leader"] = PartData.LeaderIdAndEpoch(leader_id=ps.leader, leader_epoch=ps.leader_epoch)
         by_topic.setdefault((st.topic, st.topic_id), []).append(PartData(
             partition_index=st.partition_index, error_code=err, high_watermark=r.high_watermark,
-            last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset, aborted_transactions=None,
+            last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
+            aborted_transactions=None if r.aborted is None else [
+                PartData.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in r.aborted],
             preferred_read_replica=-1, records=r.records, **extra))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id,
                          responses=[TopicResp(topic=t, topic_id=tid, partitions=ps)

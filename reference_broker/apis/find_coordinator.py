@@ -6,7 +6,11 @@ Behavior:
   as Kafka's AutoTopicCreationManager, also on fenced brokers; COORDINATOR_NOT_AVAILABLE while fewer brokers are
   registered); a leaderless partition is COORDINATOR_NOT_AVAILABLE. Coordination moves with that partition's
   leadership. Deliberate difference (GAPS.md): the creation is awaited, so the first lookup answers at once.
-- Transaction keys (key_type 1) get COORDINATOR_NOT_AVAILABLE: transactions are not implemented (GAPS.md).
+- Transaction keys (key_type 1) are coordinated by the leader of the ``__transaction_state`` partition
+  abs(hash(transactional.id)) % transaction.state.log.num.partitions, created on first use with
+  transaction.state.log.replication.factor and min.insync.replicas = transaction.state.log.min.isr (Kafka's
+  AutoTopicCreationManager); an empty transactional id is INVALID_REQUEST (KafkaApis.getCoordinator).
+- Other key types: INVALID_REQUEST.
 - v4+ batch many keys (KIP-699).
 - error_message as Kafka 4.x sends it: v1–v3 "NONE" on success (KafkaApis answers with Errors.message()), the
   reason otherwise; v4 "" for every key (KafkaApis sets no message; the schema default).
@@ -26,14 +30,23 @@ GROUP, TRANSACTION = 0, 1
 
 async def coordinator_for(b, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port)."""
-    if key_type != GROUP:
-        return E.CoordinatorNotAvailableError.errno, "transactions are not supported", -1, "", -1
-    if await b.ensure_offsets_topic():   # Kafka creates __consumer_offsets on the first lookup
-        return E.CoordinatorNotAvailableError.errno, "the offsets topic could not be created", -1, "", -1
-    st = b.coordinator_for(key)
+    if key_type == TRANSACTION:
+        if not key:
+            return E.InvalidRequestError.errno, "Transactional id can not be empty", -1, "", -1
+        if await b.ensure_txn_topic():
+            return E.CoordinatorNotAvailableError.errno, "the transaction state topic could not be created", -1, "", -1
+        st = b.txn_coordinator_for(key)
+        what = "transaction state"
+    elif key_type == GROUP:
+        if await b.ensure_offsets_topic():   # Kafka creates __consumer_offsets on the first lookup
+            return E.CoordinatorNotAvailableError.errno, "the offsets topic could not be created", -1, "", -1
+        st = b.coordinator_for(key)
+        what = "group's offsets"
+    else:
+        return E.InvalidRequestError.errno, f"Unknown coordinator type {key_type}", -1, "", -1
     node = b.image.brokers.get(st.leader) if st is not None else None
     if node is None or node.fenced:
-        return E.CoordinatorNotAvailableError.errno, "the group's offsets partition has no leader", -1, "", -1
+        return E.CoordinatorNotAvailableError.errno, f"the {what} partition has no leader", -1, "", -1
     return 0, None, node.broker_id, node.host, node.port
 
 

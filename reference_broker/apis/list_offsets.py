@@ -1,8 +1,9 @@
 """ListOffsets (key 2), v1–v9.
 
 Behavior (Kafka ``UnifiedLog.fetchOffsetByTimestamp`` / ``Partition.fetchOffsetForTimestamp``):
-- EARLIEST (-2) is the log start offset; LATEST (-1) is the HW for consumers (the LSO for read_committed, equal
-  here) and the LEO for a replica id >= 0; MAX_TIMESTAMP (-3, v7+, KIP-734) is the offset of the largest timestamp.
+- EARLIEST (-2) is the log start offset; LATEST (-1) is the HW for consumers, the last stable offset for
+  read_committed (isolation_level 1; Partition.fetchOffsetForTimestamp's lastFetchableOffset, also the bound of a
+  timestamp lookup) and the LEO for a replica id >= 0; MAX_TIMESTAMP (-3, v7+, KIP-734) is the offset of the largest timestamp.
 - EARLIEST_LOCAL (-4, v8+, KIP-405) is the local log start, which is the log start here (no tiered storage);
   LATEST_TIERED (-5, v9+, KIP-1005) is the highest offset in remote storage: -1 (timestamp -1, epoch -1) on a
   log without remote storage, which is every log here. v8 and v9 change nothing else.
@@ -69,7 +70,8 @@ class NotAvailable(Exception):
 def lookup(p, ts: int, replica_id: int, isolation_level: int, faults) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for one partition; raises NotAvailable as Kafka throws
     OffsetNotAvailableException for a consumer while a fresh leader's HW lags its epoch start."""
-    end = p.log.log_end_offset if replica_id >= 0 or p.fault_latest_is_leo else p.hw
+    end = p.log.log_end_offset if replica_id >= 0 or p.fault_latest_is_leo else \
+        p.last_stable_offset if isolation_level == 1 else p.hw
     lagging = replica_id == -1 and p.hw_behind_epoch_start and not faults.on("list_offsets.no_offset_not_available")
     if ts == EARLIEST and faults.on("list_offsets.earliest_is_latest"):
         ts = LATEST

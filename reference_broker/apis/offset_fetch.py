@@ -7,7 +7,9 @@ v8 batches groups (KIP-709). Offsets are served as of the HW of the group's offs
 CoordinatorRuntime reads at the last committed offset): a commit not yet replicated is not seen. require_stable
 (v7+) waits (offsets.commit.timeout.ms) until every write to that partition is committed, then reads the latest
 state, as Kafka does by scheduling it as a write; a timeout answers NOT_COORDINATOR
-(GroupCoordinatorService.handleOffsetFetchException).
+(GroupCoordinatorService.handleOffsetFetchException). With require_stable, a partition with a transactional offset
+commit waiting for its marker answers UNSTABLE_OFFSET_COMMIT, offset -1 (KIP-447,
+OffsetMetadataManager.fetchOffsets: hasPendingTransactionalOffsets).
 """
 from __future__ import annotations
 
@@ -31,24 +33,29 @@ async def _stable_error(b, group_id: str, require_stable: bool) -> int:
     return append_error(err)
 
 
+UNSTABLE_OFFSET_COMMIT = 88
+
+
 def _lookup(b, group_id: str, topics, stable: bool = False):
-    """[(topic, [(partition, offset, epoch, metadata)])] for the requested (or all committed) partitions."""
+    """[(topic, [(partition, offset, epoch, metadata, error)])] for the requested (or all committed) partitions."""
     offsets = b.groups.fetch_offsets(group_id, stable)
-    unknown = (0 if b.faults.on("offsets.uncommitted_is_zero") else -1, -1, "")  # (offset, epoch, metadata)
+    unknown = (0 if b.faults.on("offsets.uncommitted_is_zero") else -1, -1, "", 0)  # (offset, epoch, metadata, err)
+
+    def entry(t: str, p: int, o):
+        if stable and b.groups.has_pending_txn(group_id, (t, p)):
+            return (p, -1, -1, "", UNSTABLE_OFFSET_COMMIT)
+        return (p, o.offset, o.leader_epoch, o.metadata or "", 0) if o else (p, *unknown)
+
     if topics is None:
         if b.faults.on("offsets.fetch_all_empty"):
             return []
         out: dict[str, list] = {}
         for (t, p), o in sorted(offsets.items()):
-            out.setdefault(t, []).append((p, o.offset, o.leader_epoch, o.metadata or ""))
+            out.setdefault(t, []).append(entry(t, p, o))
         return list(out.items())
     result = []
     for t in topics:
-        parts = []
-        for p in t.partition_indexes:
-            o = offsets.get((t.name, p))
-            parts.append((p, o.offset, o.leader_epoch, o.metadata or "") if o else (p, *unknown))
-        result.append((t.name, parts))
+        result.append((t.name, [entry(t.name, p, offsets.get((t.name, p))) for p in t.partition_indexes]))
     return result
 
 
@@ -64,7 +71,7 @@ async def handle(ctx, req):
             err = await b.coordinator_error(g.group_id) or await _stable_error(b, g.group_id, req.require_stable)
             groups.append(G(group_id=g.group_id, error_code=err, topics=[] if err else [
                 T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
-                                        error_code=0) for p, o, e, m in parts])
+                                        error_code=pe) for p, o, e, m, pe in parts])
                 for t, parts in _lookup(b, g.group_id, g.topics, req.require_stable)]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     stable = ctx.api_version >= 7 and req.require_stable
@@ -74,6 +81,6 @@ async def handle(ctx, req):
     T = OffsetFetchResponse.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartition
     topics = [T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                      metadata=m, error_code=0) for p, o, e, m in parts])
+                                      metadata=m, error_code=pe) for p, o, e, m, pe in parts])
               for t, parts in _lookup(b, req.group_id, req.topics, stable)]
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=0)

@@ -22,7 +22,14 @@ Behavior:
 - Idempotent producers: duplicates of the last five batches return the original offset; gaps are
   OUT_OF_ORDER_SEQUENCE_NUMBER; stale epochs INVALID_PRODUCER_EPOCH. The producer state is the partition log's
   (``log/producer_state.py``): kept by followers, rebuilt after truncation and on restart, so this holds after a
-  failover too. Transactional batches are refused (INVALID_TXN_STATE): transactions are not implemented (GAPS.md).
+  failover too.
+- Transactional batches (KIP-98) append like idempotent ones and open the producer's transaction in that log (the
+  LSO stops at its first offset). KIP-890 part 1 (transaction.partition.verification.enable): before the first
+  transactional batch of a producer in a partition, the leader asks the transaction coordinator whether the
+  partition is in the ongoing transaction (ReplicaManager.appendRecords verification): not in it is
+  INVALID_TXN_STATE for these produce versions (v3–v10), a fenced epoch INVALID_PRODUCER_EPOCH, a coordinator that
+  cannot answer yet (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...) NOT_ENOUGH_REPLICAS so old clients retry.
+  Control batches from clients are INVALID_RECORD (LogValidator: clients may not write control records).
 """
 from __future__ import annotations
 
@@ -75,9 +82,39 @@ def validate_batch(records, max_bytes: int) -> tuple[int, B.BatchHeader | None, 
         h = B.validate(data)
     except B.InvalidBatch:
         return E.CorruptRecordError.errno, None, data
-    if h.is_transactional or h.is_control:
-        return INVALID_TXN_STATE, None, data
+    if h.is_control:
+        return E.InvalidRecordError.errno, None, data
     return 0, h, data
+
+
+# Coordinator answers a leader cannot pass on as they are (ReplicaManager.appendRecords' postVerificationCallback,
+# AddPartitionsToTxnManager): retriable ones become NOT_ENOUGH_REPLICAS, a fenced producer INVALID_PRODUCER_EPOCH,
+# a partition outside the transaction INVALID_TXN_STATE (Produce v3-v10).
+VERIFY_ERRORS = {
+    51: E.NotEnoughReplicasError.errno,                        # CONCURRENT_TRANSACTIONS
+    E.NetworkExceptionError.errno: E.NotEnoughReplicasError.errno,
+    E.CoordinatorLoadInProgressError.errno: E.NotEnoughReplicasError.errno,
+    E.CoordinatorNotAvailableError.errno: E.NotEnoughReplicasError.errno,
+    E.NotCoordinatorError.errno: E.NotEnoughReplicasError.errno,
+    90: E.InvalidProducerEpochError.errno,                     # PRODUCER_FENCED
+    120: INVALID_TXN_STATE,                                    # TRANSACTION_ABORTABLE
+}
+
+
+async def verify_transactional(b, req, batches: dict[tuple[str, int], B.BatchHeader]) -> dict[tuple[str, int], int]:
+    """KIP-890 part 1: the partitions whose first transactional batch of this producer the coordinator must confirm
+    (no transaction of the producer is open in that log yet), and the error for each it did not."""
+    if not b.config["transaction.partition.verification.enable"] or \
+            b.faults.on("txn.no_partition_verification") or req.transactional_id is None:
+        return {}
+    todo = [tp for tp, h in batches.items() if h.is_transactional
+            and (p := b.partition(*tp)) is not None
+            and p.log.producer_state.ongoing_first_offset(h.producer_id) is None]
+    if not todo:
+        return {}
+    h = batches[todo[0]]
+    answers = await b.verify_txn(req.transactional_id, h.producer_id, h.producer_epoch, todo)
+    return {tp: VERIFY_ERRORS.get(err, err) for tp, err in answers.items() if err}
 
 
 @handles(ProduceRequest, ProduceResponse, VERSIONS)
@@ -86,9 +123,11 @@ async def handle(ctx, req):
     acks = req.acks
     results: dict[tuple[str, int], list] = {}   # (topic, partition) -> [error, base_offset, message]
     waits = []
+    checked: dict[tuple[str, int], tuple] = {}   # passed every check before the append: (partition, bytes, header)
     for td in req.topic_data:
         for pd in td.partition_data:
             key = (td.name, pd.index)
+            results[key] = [0, -1, None]          # answered in request order whatever happens below
             bad_magic = magic_error(pd.records)
             if bad_magic is not None:
                 results[key] = [E.CorruptRecordError.errno, -1, bad_magic]
@@ -116,10 +155,17 @@ async def handle(ctx, req):
                 results[key] = [E.NotEnoughReplicasError.errno, -1,
                                 f"ISR {sorted(p.isr)} smaller than min.insync.replicas {p.effective_min_isr}"]
                 continue
+            checked[key] = (p, data, header)
+    if checked:
+        refused = await verify_transactional(b, req, {k: h for k, (_p, _d, h) in checked.items()})
+        for key, (p, data, header) in checked.items():
+            if key in refused:
+                results[key] = [refused[key], -1, None]
+                continue
             res = p.append_as_leader(data, header, b.clock.wall_ms())
             results[key] = [res.error, res.base_offset, res.error_message]
             if res.error == 0 and acks == -1:
-                waits.append(ProducePartitionStatus(td.name, pd.index, res.base_offset + header.last_offset_delta + 1))
+                waits.append(ProducePartitionStatus(key[0], key[1], res.base_offset + header.last_offset_delta + 1))
     if acks == 0:
         failed = {k: v for k, v in results.items() if v[0]}
         if failed:

@@ -28,6 +28,9 @@ RECORDS_COUNT = 57
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base offset + length precede the part that `length` counts
 TIMESTAMP_TYPE_MASK = 0x08  # attributes bit 3: 0 = CreateTime, 1 = LogAppendTime
+TRANSACTIONAL_MASK = 0x10   # attributes bit 4: the batch belongs to a transaction (KIP-98)
+CONTROL_MASK = 0x20         # attributes bit 5: a control batch (transaction markers)
+ABORT, COMMIT = 0, 1        # ControlRecordType of a transaction marker's key
 
 
 class BatchHeader(NamedTuple):
@@ -44,6 +47,7 @@ class BatchHeader(NamedTuple):
     producer_epoch: int
     base_sequence: int
     records_count: int
+    control_type: int = -1    # a control batch's ControlRecordType (ABORT/COMMIT) when its first record was read
 
     @property
     def last_offset(self) -> int:
@@ -63,11 +67,11 @@ class BatchHeader(NamedTuple):
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & 0x10)
+        return bool(self.attributes & TRANSACTIONAL_MASK)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & 0x20)
+        return bool(self.attributes & CONTROL_MASK)
 
 
 _HEADER = struct.Struct(">qiiBIhiqqqhii")
@@ -79,10 +83,69 @@ class InvalidBatch(ValueError):
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header at ``pos``; for a control batch also its marker type when ``buf`` holds its first record (the
+    log's producer state needs to know COMMIT from ABORT, and the type is in the record's key, not the header)."""
     if len(buf) - pos < HEADER_SIZE:
         raise InvalidBatch(f"truncated batch header: {len(buf) - pos} bytes, need {HEADER_SIZE}")
     h = _HEADER.unpack_from(buf, pos)
-    return BatchHeader(h[0], h[1] + LOG_OVERHEAD, *h[2:])
+    ctype = control_type(buf, pos) if h[5] & CONTROL_MASK else -1
+    return BatchHeader(h[0], h[1] + LOG_OVERHEAD, *h[2:], ctype)
+
+
+# How many bytes past the header hold a control batch's first record key: length, attributes, timestamp delta,
+# offset delta, key length (varints of at most 5, 1, 10, 5, 5 bytes) and the key's version and type (2 + 2).
+CONTROL_PEEK = HEADER_SIZE + 5 + 1 + 10 + 5 + 5 + 4
+
+
+def _varint(buf, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos`` → (value, next position)."""
+    shift = result = 0
+    while True:
+        if pos >= len(buf):
+            raise IndexError(pos)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def control_type(buf, pos: int = 0) -> int:
+    """ControlRecordType of the control batch at ``pos`` (key: version int16, type int16); -1 when ``buf`` does not
+    hold that far or the batch is compressed (Kafka never compresses control batches)."""
+    try:
+        if struct.unpack_from(">h", buf, pos + ATTRIBUTES)[0] & 0x07:
+            return -1
+        p = pos + HEADER_SIZE
+        _, p = _varint(buf, p)        # record length
+        p += 1                        # record attributes
+        _, p = _varint(buf, p)        # timestamp delta
+        _, p = _varint(buf, p)        # offset delta
+        klen, p = _varint(buf, p)
+        if klen < 4:
+            return -1
+        return struct.unpack_from(">h", buf, p + 2)[0]
+    except (IndexError, struct.error):
+        return -1
+
+
+def build_control_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                        timestamp_ms: int) -> bytes:
+    """A transaction marker as Kafka's MemoryRecords.withEndTransactionMarker writes it: one control record (key:
+    version 0 + COMMIT/ABORT, value: version 0 + coordinator epoch) in a transactional control batch, base sequence
+    -1. kafka.record builds the batch; the control bit is set here (its builder leaves that to brokers)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
+                                  producer_epoch=producer_epoch, base_sequence=-1, batch_size=1 << 20)
+    b.append(0, timestamp=timestamp_ms, key=struct.pack(">hh", 0, COMMIT if commit else ABORT),
+             value=struct.pack(">hi", 0, coordinator_epoch), headers=[])
+    buf = bytearray(b.build())
+    attributes = struct.unpack_from(">h", buf, ATTRIBUTES)[0] | CONTROL_MASK
+    struct.pack_into(">h", buf, ATTRIBUTES, attributes)
+    struct.pack_into(">I", buf, CRC, compute_crc(buf, 0, len(buf)))
+    return bytes(buf)
 
 
 def iter_batches(buf: bytes | bytearray | memoryview, *, strict: bool = True):

@@ -193,10 +193,10 @@ class _Segment:
         self.bytes_since_index = 0
 
     def header_at(self, pos: int) -> B.BatchHeader:
-        return B.parse_header(os.pread(self.fd, B.HEADER_SIZE, pos))
+        return B.parse_header(os.pread(self.fd, B.CONTROL_PEEK, pos))   # a marker's type follows the header
 
     def headers(self, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, B.BatchHeader]]:
-        """(position, header) of each batch from ``pos``, reading only the 61-byte headers."""
+        """(position, header) of each batch from ``pos``, reading only the headers (and a marker's type)."""
         end = self.size if end is None else end
         while pos < end:
             h = self.header_at(pos)

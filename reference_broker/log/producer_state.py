@@ -6,8 +6,14 @@ offsets), so whatever changes the log — an append as leader or follower, a tru
 state the same way, or a retry after a failover or restart is appended twice (KIP-98's promise broken).
 
 - Per producer id: the epoch and the last ``NUM_BATCHES_TO_RETAIN`` (5) batches' metadata (last sequence, last
-  offset, offset delta, max timestamp), plus the coordinator epoch and the first offset of an ongoing transaction,
-  which transactions will use (written and read in snapshots now, never set: transactions are not implemented).
+  offset, offset delta, max timestamp), plus the coordinator epoch and the first offset of its ongoing transaction
+  (KIP-98): the first transactional batch sets it, a transaction marker (control batch, COMMIT or ABORT) clears it
+  and completes the transaction (ProducerAppendInfo.appendEndTxnMarker). Completed transactions whose marker the HW
+  has not passed yet stay "unreplicated" (they still hold the LSO back), and aborted ones go to the aborted
+  transaction index (Kafka's per-segment .txnindex; here one ``transactions.txnindex`` file per log, Kafka's
+  AbortedTxn entry format) that read_committed fetches read (UnifiedLog.collectAbortedTransactions).
+- ``first_unstable_offset(hw)``: the first offset of the earliest ongoing or unreplicated transaction
+  (ProducerStateManager.firstUnstableOffset); the LSO is min(that, HW).
 - Client appends are validated (``check_client_batch``): a duplicate of a retained batch returns that batch's
   metadata (the caller answers its original offsets); an older epoch is INVALID_PRODUCER_EPOCH; a new epoch must
   start at sequence 0; otherwise the sequence must follow the last one (wrapping at 2^31-1). A producer with no state
@@ -53,6 +59,8 @@ _HEAD = struct.Struct(">hIi")              # version, crc, entry count (Producer
 _ENTRY = struct.Struct(">qhiqiqiq")        # id, epoch, last seq, last offset, offset delta, timestamp, coord epoch,
                                            # current txn first offset
 _CRC_FROM = 6                              # the CRC covers everything after version and crc
+TXN_INDEX = "transactions.txnindex"
+_ABORTED = struct.Struct(">hqqqq")         # AbortedTxn: version 0, producer id, first offset, last offset, LSO
 
 
 def increment_sequence(seq: int, increment: int) -> int:
@@ -181,6 +189,22 @@ def snapshot_name(offset: int) -> str:
     return f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
+class AbortedTxn(NamedTuple):
+    """One aborted transaction of this log (Kafka's AbortedTxn): its first offset and its ABORT marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+class CompletedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int          # the marker's offset
+    aborted: bool
+
+
 # (segment base offset, the headers of that segment's batches in the replayed range), ascending
 SegmentHeaders = Iterable[tuple[int, Iterator[B.BatchHeader]]]
 
@@ -197,6 +221,61 @@ class ProducerStateManager:
         self.last_snap_offset = 0
         self.last_rebuild_replayed = 0   # batches the last rebuild replayed (observability: restarts read the tail)
         self._snapshots: dict[int, Path] = self._scan()
+        self.ongoing: dict[int, int] = {}             # producer id -> first offset of its ongoing transaction
+        self.unreplicated: list[CompletedTxn] = []    # completed, marker not yet below the HW (marker order)
+        self.aborted: list[AbortedTxn] = self._read_txn_index()   # ascending by marker offset
+        self.skip_markers = False        # True only while a follower appends under txn.markers_leader_only
+
+    # -- the aborted transaction index ---------------------------------------------------------------------------
+
+    def _read_txn_index(self) -> list[AbortedTxn]:
+        if self.dir is None:
+            return []
+        try:
+            data = (self.dir / TXN_INDEX).read_bytes()
+        except FileNotFoundError:
+            return []
+        whole = len(data) - len(data) % _ABORTED.size       # a torn last entry is dropped (rewritten by replay)
+        return [AbortedTxn(*e[1:]) for e in _ABORTED.iter_unpack(data[:whole])]
+
+    def _write_txn_index(self, entries: list[AbortedTxn], append: bool) -> None:
+        if self.dir is None:
+            return
+        data = b"".join(_ABORTED.pack(0, *e) for e in entries)
+        path = self.dir / TXN_INDEX
+        if append:
+            with open(path, "ab") as f:
+                f.write(data)
+            return
+        tmp = path.with_name(TXN_INDEX + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+    def _truncate_txn_index(self, offset: int) -> None:
+        """Forget aborted transactions whose marker is at or after ``offset`` (a replay re-adds them)."""
+        kept = [a for a in self.aborted if a.last_offset < offset]
+        if len(kept) != len(self.aborted):
+            self.aborted = kept
+            self._write_txn_index(kept, append=False)
+
+    def collect_aborted(self, start: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions that overlap [start, upper) (UnifiedLog.collectAbortedTransactions): what a
+        read_committed consumer needs to drop the aborted records of the batches it fetched."""
+        return [a for a in self.aborted if a.last_offset >= start and a.first_offset < upper]
+
+    def first_unstable_offset(self, hw: int) -> int | None:
+        """The first offset of the earliest transaction still open, or completed with its marker not yet below
+        ``hw`` (firstUnstableOffset after onHighWatermarkUpdated); None when there is none."""
+        if self.unreplicated and self.unreplicated[0].last_offset < hw:
+            self.unreplicated = [c for c in self.unreplicated if c.last_offset >= hw]
+        firsts = list(self.ongoing.values()) + [c.first_offset for c in self.unreplicated]
+        return min(firsts) if firsts else None
+
+    def _set_producers(self, producers: dict[int, ProducerStateEntry]) -> None:
+        self.producers = producers
+        self.ongoing = {pid: e.current_txn_first_offset for pid, e in producers.items()
+                        if e.current_txn_first_offset is not None}
+        self.unreplicated = []
 
     # -- snapshots on disk --------------------------------------------------------------------------------------
 
@@ -262,7 +341,7 @@ class ProducerStateManager:
                 log.warning("%s: producer snapshot %d unusable (%s); deleting it", self.dir, offset, e)
                 self.delete_snapshot(offset)
                 continue
-            self.producers = {e.producer_id: e for e in entries if not self._expired(e, now)}
+            self._set_producers({e.producer_id: e for e in entries if not self._expired(e, now)})
             self.last_snap_offset = self.map_end_offset = offset
             log.info("%s: producer state loaded from snapshot at %d (%d producers)", self.dir, offset,
                      len(self.producers))
@@ -310,7 +389,46 @@ class ProducerStateManager:
             if entry is None:
                 entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
             entry.add_batch(h.producer_epoch, last_sequence(h), h.last_offset, h.last_offset_delta, h.max_timestamp)
+            if h.is_transactional and entry.current_txn_first_offset is None:
+                entry.current_txn_first_offset = h.base_offset
+                self.ongoing[h.producer_id] = h.base_offset
+        elif h.producer_id >= 0 and not self.skip_markers:
+            self._end_txn(h)
         self.map_end_offset = h.next_offset
+
+    def _end_txn(self, h: B.BatchHeader) -> None:
+        """A transaction marker (ProducerAppendInfo.appendEndTxnMarker): the producer takes the marker's epoch, its
+        ongoing transaction (if any; else the marker alone) completes; an ABORT goes to the aborted index with the
+        LSO it leaves (the earliest other ongoing transaction, else the offset after the marker)."""
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
+        if h.producer_epoch != entry.epoch:
+            entry.batches.clear()
+            entry.epoch = h.producer_epoch
+        entry.last_timestamp = h.max_timestamp
+        first = entry.current_txn_first_offset if entry.current_txn_first_offset is not None else h.base_offset
+        entry.current_txn_first_offset = None
+        self.ongoing.pop(h.producer_id, None)
+        aborted = h.control_type == B.ABORT
+        self.unreplicated.append(CompletedTxn(h.producer_id, first, h.base_offset, aborted))
+        if aborted:
+            lso = min(self.ongoing.values(), default=h.base_offset + 1)
+            a = AbortedTxn(h.producer_id, first, h.base_offset, lso)
+            self.aborted.append(a)
+            self._write_txn_index([a], append=True)
+
+    def check_marker(self, producer_id: int, producer_epoch: int) -> int:
+        """A marker the coordinator asks to write: INVALID_PRODUCER_EPOCH when its epoch is older than the
+        producer's here (ProducerAppendInfo.checkProducerEpoch, origin COORDINATOR), else 0."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            return E.InvalidProducerEpochError.errno
+        return 0
+
+    def ongoing_first_offset(self, producer_id: int) -> int | None:
+        """Where the producer's ongoing transaction started in this log (None: none open here)."""
+        return self.ongoing.get(producer_id)
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
@@ -331,9 +449,10 @@ class ProducerStateManager:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything, snapshots included; the state starts at ``offset`` (truncateFullyAndStartAt)."""
-        self.producers.clear()
+        self._set_producers({})
         for o in list(self._snapshots):
             self.delete_snapshot(o)
+        self._truncate_txn_index(-1)
         self.last_snap_offset = 0
         self.map_end_offset = offset
 
@@ -350,10 +469,11 @@ class ProducerStateManager:
             if o > log_end or o <= log_start:
                 self.delete_snapshot(o)
         if log_end != self.map_end_offset:
-            self.producers = {}
+            self._set_producers({})
             self._load_from_snapshot(log_start)
         else:
             self.on_log_start_offset_incremented(log_start)
+        self._truncate_txn_index(self.map_end_offset)     # aborted transactions after it come back by replay
 
     def rebuild(self, log_start: int, last_offset: int, segments: Callable[[int, int], SegmentHeaders],
                 snapshot_bases: Iterable[int] = ()) -> int:

@@ -1,0 +1,70 @@
+"""TxnOffsetCommit (key 28), v0–v5.
+
+Behavior (KafkaApis.handleTxnOffsetCommitRequest, OffsetMetadataManager.commitTransactionalOffset, Kafka 4): the
+offsets are written to the group's ``__consumer_offsets`` partition as the producer's transactional batch and stay
+pending until the transaction's marker: invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT for require_stable,
+applied by COMMIT, dropped by ABORT. Answered once the write is replicated. NOT_COORDINATOR elsewhere; partitions
+that do not exist UNKNOWN_TOPIC_OR_PARTITION; metadata longer than offset.metadata.max.bytes
+OFFSET_METADATA_TOO_LARGE; v3+ member id / generation / instance id validated as OffsetCommit validates them when
+given (generation -1 and no member id: accepted, as a transactional commit without group membership).
+"""
+from __future__ import annotations
+
+from kafka import errors as E
+from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+from ..group_coordinator import ClassicGroup
+from ..offset_store import OffsetAndMetadata
+from ..registry import handles
+from .offset_commit import metadata_too_large
+
+API_KEY = 28
+VERSIONS = (0, 5)
+
+TopicR = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+PartR = TopicR.TxnOffsetCommitResponsePartition
+
+
+@handles(TxnOffsetCommitRequest, TxnOffsetCommitResponse, VERSIONS)
+async def handle(ctx, req):
+    b = ctx.broker
+    v = ctx.api_version
+    err = await b.coordinator_error(req.group_id)
+    g = None
+    generation = req.generation_id if v >= 3 else -1
+    member = req.member_id if v >= 3 else ""
+    instance = req.group_instance_id if v >= 3 else None
+    if not err:
+        g = b.groups.groups.get(req.group_id)
+        if generation < 0 and not member and instance is None:
+            if g is None:
+                g = b.groups.groups[req.group_id] = ClassicGroup(req.group_id)
+        else:
+            err, g = b.groups.validate_commit(req.group_id, generation, member, instance, 9)
+            if err == E.RebalanceInProgressError.errno:
+                err = 0                      # a transactional commit is allowed while completing a rebalance
+    now = b.clock.wall_ms()
+    accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code = err
+            if b.image.partition(t.name, p.partition_index) is None:
+                code = E.UnknownTopicOrPartitionError.errno
+            elif not code and metadata_too_large(p.committed_metadata, b.faults):
+                code = E.OffsetMetadataTooLargeError.errno
+            elif not code:
+                epoch = p.committed_leader_epoch if v >= 2 else -1
+                accepted[(t.name, p.partition_index)] = OffsetAndMetadata(p.committed_offset, epoch,
+                                                                          p.committed_metadata or "", now)
+            parts.append(PartR(partition_index=p.partition_index, error_code=code))
+        topics.append(TopicR(name=t.name, partitions=parts))
+    if g is not None and accepted:
+        failed = await b.groups.txn_commit(g, req.producer_id, req.producer_epoch, accepted)
+        if failed:
+            for tr in topics:
+                for pr in tr.partitions:
+                    if pr.error_code == 0:
+                        pr.error_code = failed
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)

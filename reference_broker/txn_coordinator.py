@@ -1,0 +1,471 @@
+"""The transaction coordinator (KIP-98): Apache Kafka's TransactionCoordinator, TransactionStateManager,
+TransactionMetadata and TransactionMarkerChannelManager, in small.
+
+One coordinator per broker, for the transactional ids hashed to the ``__transaction_state`` partitions this broker
+leads (``abs(hashCode(transactional.id)) % transaction.state.log.num.partitions``, as for groups). Every state
+change is appended to that partition and applied once its high watermark passed it (acks=all); a leadership change
+loads the partition (the coordinator epoch is its leader epoch) and finishes transactions that were completing.
+
+States (TransactionState): Empty → Ongoing (AddPartitionsToTxn / AddOffsetsToTxn) → PrepareCommit | PrepareAbort
+(EndTxn) → CompleteCommit | CompleteAbort (after every partition got its marker) → Ongoing ... A change being
+written is ``pending`` (pendingState): requests meanwhile get CONCURRENT_TRANSACTIONS, as do InitProducerId,
+AddPartitionsToTxn and a repeated EndTxn while markers are being written (PrepareCommit / PrepareAbort).
+- InitProducerId: a new transactional id gets a producer id from the broker; each later InitProducerId bumps the
+  epoch (the old producer is fenced: PRODUCER_FENCED at the coordinator, INVALID_PRODUCER_EPOCH at partition
+  leaders once the markers carry the new epoch); an ongoing transaction is aborted first with a bumped epoch
+  (PrepareEpochFence) and the caller told CONCURRENT_TRANSACTIONS, so its retry bumps again. KIP-360: a producer
+  naming its id and epoch continues (epoch + 1) unless someone else initialised meanwhile (PRODUCER_FENCED); an
+  exhausted epoch (32766) rotates to a new producer id.
+- Transactions open longer than their timeout are aborted every
+  transaction.abort.timed.out.transaction.cleanup.interval.ms the same way (epoch bumped: the producer is fenced).
+- Markers (WriteTxnMarkers) go to each partition's current leader through ``send_markers`` (the node: local
+  appends, or the broker-to-broker links), retried until every partition answered; then Complete* is written.
+- KIP-890 part 1: ``verify`` tells a partition leader whether a partition is in the ongoing transaction.
+- Transaction version 1 only (no epoch bump per transaction, KIP-890 part 2): GAPS.md.
+
+Deliberate difference (GAPS.md): records are JSON, not Kafka's TransactionLogKey/Value schemas.
+Narrow inputs only: config, clock, fault switches, the partitions of ``__transaction_state`` (the same interface
+the offset store uses), a producer id allocator and a marker sender. Threading rule: the broker's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from kafka import errors as E
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from .clock import Clock, Timer
+from .config import BrokerConfig
+from .faults import Faults
+from .offset_store import AppendError, OffsetsPartitions, partition_for
+
+log = logging.getLogger("reference_broker.txn")
+
+TXN_TOPIC = "__transaction_state"
+TP = tuple[str, int]
+
+EMPTY, ONGOING = "Empty", "Ongoing"
+PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
+COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
+PREPARE_EPOCH_FENCE, DEAD = "PrepareEpochFence", "Dead"
+STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, PREPARE_EPOCH_FENCE, DEAD)
+
+NONE = 0
+CONCURRENT_TRANSACTIONS = 51
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+INVALID_TXN_STATE = 48
+PRODUCER_FENCED = 90
+TRANSACTIONAL_ID_NOT_FOUND = 105
+TRANSACTION_ABORTABLE = 120
+MAX_EPOCH = 32767
+APPEND_TIMEOUT_S = 30.0             # Kafka appends with request.timeout.ms
+
+# TransactionStateManager.appendTransactionToLog: how a failed or timed-out write is answered.
+APPEND_ERRORS = {
+    E.UnknownTopicOrPartitionError.errno: E.CoordinatorNotAvailableError.errno,
+    E.NotEnoughReplicasError.errno: E.CoordinatorNotAvailableError.errno,
+    20: E.CoordinatorNotAvailableError.errno,                       # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    E.RequestTimedOutError.errno: E.CoordinatorNotAvailableError.errno,
+    E.NotLeaderForPartitionError.errno: E.NotCoordinatorError.errno,
+    E.KafkaStorageError.errno: E.NotCoordinatorError.errno,
+}
+
+
+class Marker(NamedTuple):
+    """One WriteTxnMarkers entry for one partition."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+
+
+# markers -> {(topic, partition): error} (0 written; UNKNOWN_TOPIC_OR_PARTITION: the partition is gone)
+MarkerSender = Callable[[list[Marker]], Awaitable[dict[TP, int]]]
+
+
+@dataclass
+class TxnMetadata:
+    """Kafka's TransactionMetadata (the fields clients can observe)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int = -1
+    last_producer_id: int = -1
+    last_producer_epoch: int = -1
+    timeout_ms: int = 60_000
+    state: str = EMPTY
+    partitions: set[TP] = field(default_factory=set)
+    start_ms: int = -1
+    update_ms: int = -1
+    pending: str | None = None          # a transition being written (pendingState)
+    failed_fence: bool = False          # hasFailedEpochFence
+
+    def value(self) -> dict[str, Any]:
+        return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+                "last_producer_id": self.last_producer_id, "last_producer_epoch": self.last_producer_epoch,
+                "timeout_ms": self.timeout_ms, "state": self.state,
+                "partitions": sorted([t, p] for t, p in self.partitions), "start_ms": self.start_ms,
+                "update_ms": self.update_ms}
+
+    @classmethod
+    def from_value(cls, txn_id: str, v: dict[str, Any]) -> TxnMetadata:
+        return cls(txn_id, v["producer_id"], v["producer_epoch"], v.get("last_producer_id", -1),
+                   v.get("last_producer_epoch", -1), v["timeout_ms"], v["state"],
+                   {(t, p) for t, p in v.get("partitions", [])}, v.get("start_ms", -1), v.get("update_ms", -1))
+
+    @property
+    def epoch_exhausted(self) -> bool:
+        return self.producer_epoch >= MAX_EPOCH - 1
+
+
+class TransactionCoordinator:
+    def __init__(self, config: BrokerConfig, clock: Clock, faults: Faults, log_partitions: OffsetsPartitions,
+                 next_producer_id: Callable[[], int], send_markers: MarkerSender,
+                 offsets_partition_for: Callable[[str], TP]) -> None:
+        self.config = config
+        self.clock = clock
+        self.faults = faults
+        self.log = log_partitions
+        self.n = config["transaction.state.log.num.partitions"]
+        self.next_producer_id = next_producer_id
+        self.send_markers = send_markers
+        self.offsets_partition_for = offsets_partition_for
+        self.owned: dict[int, int] = {}             # __transaction_state partition -> coordinator epoch
+        self.txns: dict[str, TxnMetadata] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._timer: Timer | None = None
+
+    # -- ownership (TransactionStateManager.loadTransactionsForTxnTopicPartition / removeTransactions...) ------
+
+    def partition_of(self, txn_id: str) -> int:
+        return partition_for(txn_id, self.n)
+
+    def owns(self, txn_id: str) -> bool:
+        return self.partition_of(txn_id) in self.owned
+
+    def load_partition(self, index: int, coordinator_epoch: int) -> None:
+        """This broker leads ``index`` now: replay it; transactions caught between Prepare* and Complete* get their
+        markers sent again (TransactionCoordinator.onElection)."""
+        self.unload_partition(index)
+        self.owned[index] = coordinator_epoch
+        offset = self.log.log_start(index)
+        loaded: dict[str, TxnMetadata] = {}
+        while True:
+            data, end = self.log.read(index, offset, 1 << 20)
+            if offset >= end or not data:
+                break
+            records = MemoryRecords(data)
+            while (batch := records.next_batch()) is not None:
+                for rec in batch:
+                    offset = rec.offset + 1
+                    try:
+                        key = json.loads(rec.key)
+                        value = None if rec.value is None else json.loads(rec.value)
+                    except (TypeError, ValueError):
+                        continue
+                    if key.get("type") != "txn":
+                        continue
+                    if value is None:
+                        loaded.pop(key["id"], None)
+                    else:
+                        loaded[key["id"]] = TxnMetadata.from_value(key["id"], value)
+        self.txns.update(loaded)
+        log.info("txn coordinator: loaded %s-%d (epoch %d): %d transactional ids", TXN_TOPIC, index,
+                 coordinator_epoch, len(loaded))
+        for m in loaded.values():
+            if m.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                self._spawn(self._complete(m, m.state == PREPARE_COMMIT, coordinator_epoch))
+
+    def unload_partition(self, index: int) -> None:
+        self.owned.pop(index, None)
+        for txn_id in [t for t in self.txns if self.partition_of(t) == index]:
+            del self.txns[txn_id]
+
+    def start(self) -> None:
+        interval = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
+
+        def tick() -> None:
+            self.abort_timed_out()
+            self._timer = self.clock.call_later(interval, tick)
+
+        self._timer = self.clock.call_later(interval, tick)
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _lookup(self, txn_id: str) -> tuple[int, TxnMetadata | None]:
+        if not self.owns(txn_id):
+            return E.NotCoordinatorError.errno, None
+        return NONE, self.txns.get(txn_id)
+
+    # -- the log (TransactionStateManager.appendTransactionToLog) ----------------------------------------------
+
+    async def _append(self, m: TxnMetadata, new: TxnMetadata) -> int:
+        """Write ``new`` (the transition of ``m``) and apply it once committed; 0 or the client's error."""
+        index = self.partition_of(m.transactional_id)
+        epoch = self.owned.get(index)
+        m.pending = new.state
+        try:
+            b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                          producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+            b.append(0, timestamp=self.clock.wall_ms(),
+                     key=json.dumps({"type": "txn", "id": m.transactional_id}, sort_keys=True).encode(),
+                     value=json.dumps(new.value()).encode(), headers=[])
+            try:
+                end = self.log.append(index, bytes(b.build()))
+            except AppendError as e:
+                return APPEND_ERRORS.get(e.code, E.UnknownError.errno)
+            err = await self.log.wait_committed(index, end, APPEND_TIMEOUT_S)
+            if err:
+                return APPEND_ERRORS.get(err, E.UnknownError.errno)
+            if self.owned.get(index) != epoch or self.txns.get(m.transactional_id) is not m:
+                return E.NotCoordinatorError.errno     # the partition moved meanwhile
+            for f in dataclasses.fields(TxnMetadata):
+                if f.name not in ("pending", "failed_fence"):
+                    setattr(m, f.name, getattr(new, f.name))
+            return NONE
+        finally:
+            m.pending = None
+
+    def _transit(self, m: TxnMetadata, **changes: Any) -> TxnMetadata:
+        return dataclasses.replace(m, partitions=set(changes.pop("partitions", m.partitions)),
+                                   update_ms=self.clock.wall_ms(), pending=None, **changes)
+
+    # -- InitProducerId (handleInitProducerId / prepareInitProducerIdTransit) ---------------------------------
+
+    def valid_timeout(self, timeout_ms: int) -> bool:
+        return 0 < timeout_ms <= self.config["transaction.max.timeout.ms"]
+
+    async def init_producer_id(self, txn_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None) -> tuple[int, int, int]:
+        """(error, producer id, epoch) for a transactional id."""
+        if txn_id == "":
+            return E.InvalidRequestError.errno, -1, -1
+        if not self.valid_timeout(timeout_ms):
+            return INVALID_TRANSACTION_TIMEOUT, -1, -1
+        err, m = self._lookup(txn_id)
+        if err:
+            return err, -1, -1
+        if m is None:
+            m = self.txns[txn_id] = TxnMetadata(txn_id, self.next_producer_id(), timeout_ms=timeout_ms,
+                                                update_ms=self.clock.wall_ms())
+        if m.pending is not None:
+            return CONCURRENT_TRANSACTIONS, -1, -1
+        if expected is not None and not (m.producer_epoch == -1 or expected[0] == m.producer_id or (
+                expected[0] == m.last_producer_id and expected[1] >= MAX_EPOCH - 1)):
+            return PRODUCER_FENCED, -1, -1
+        state = m.state
+        if state in (PREPARE_COMMIT, PREPARE_ABORT) and self.faults.on("txn.no_concurrent_check"):
+            state = COMPLETE_COMMIT
+        if state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return CONCURRENT_TRANSACTIONS, -1, -1
+        if state == ONGOING:
+            # PrepareEpochFence: abort with a bumped epoch, never returned; the client retries and bumps again.
+            err = await self._fence_and_abort(m)
+            return (err or CONCURRENT_TRANSACTIONS), -1, -1
+        no_bump = self.faults.on("txn.no_fencing") and m.producer_epoch >= 0
+        if m.epoch_exhausted and (expected is None or expected[1] == m.producer_epoch):
+            new = self._transit(m, producer_id=self.next_producer_id(), producer_epoch=0,
+                                last_producer_id=m.producer_id,
+                                last_producer_epoch=m.producer_epoch if expected is not None else -1,
+                                timeout_ms=timeout_ms, state=EMPTY, partitions=set(), start_ms=-1)
+        else:
+            if expected is None or m.producer_epoch == -1 or expected[1] == m.producer_epoch:
+                epoch, last = m.producer_epoch + 1, (m.producer_epoch if expected is not None else -1)
+            elif expected[1] == m.last_producer_epoch:          # a retry of a bump that succeeded
+                epoch, last = m.producer_epoch, m.last_producer_epoch
+            else:
+                return PRODUCER_FENCED, -1, -1
+            if no_bump:
+                epoch = m.producer_epoch
+            new = self._transit(m, producer_epoch=epoch, last_producer_epoch=last, timeout_ms=timeout_ms,
+                                state=EMPTY, partitions=set(), start_ms=-1)
+        err = await self._append(m, new)
+        if err:
+            return err, -1, -1
+        log.info("txn coordinator: initialised %r: producer %d epoch %d", txn_id, m.producer_id, m.producer_epoch)
+        return NONE, m.producer_id, m.producer_epoch
+
+    async def _fence_and_abort(self, m: TxnMetadata) -> int:
+        """prepareFenceProducerEpoch + endTransaction(ABORT, isFromClient=false): the epoch goes up first (not again
+        after a failed fence write), so the markers fence the producer at every partition leader."""
+        if not (self.faults.on("txn.no_fencing") or m.failed_fence):
+            m.producer_epoch = min(m.producer_epoch + 1, MAX_EPOCH)
+        m.last_producer_epoch = -1
+        err = await self._prepare_end(m, commit=False)
+        m.failed_fence = bool(err)
+        return err
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn / verification ----------------------------------------------------
+
+    def _check_producer(self, m: TxnMetadata | None, producer_id: int, epoch: int) -> int:
+        if m is None or m.producer_id != producer_id:
+            return INVALID_PRODUCER_ID_MAPPING
+        if m.producer_epoch != epoch and not self.faults.on("txn.no_fencing"):
+            return PRODUCER_FENCED
+        return NONE
+
+    async def add_partitions(self, txn_id: str, producer_id: int, epoch: int, tps: set[TP]) -> int:
+        """handleAddPartitionsToTransaction: the partitions join the transaction (it starts if none is open)."""
+        if not txn_id:
+            return E.InvalidRequestError.errno
+        err, m = self._lookup(txn_id)
+        if err:
+            return err
+        err = self._check_producer(m, producer_id, epoch)
+        if err:
+            return err
+        assert m is not None
+        if m.pending is not None:
+            return CONCURRENT_TRANSACTIONS
+        if m.state in (PREPARE_COMMIT, PREPARE_ABORT) and not self.faults.on("txn.no_concurrent_check"):
+            return CONCURRENT_TRANSACTIONS
+        if m.state == ONGOING and tps <= m.partitions:
+            return NONE
+        start = self.clock.wall_ms() if m.state != ONGOING else m.start_ms
+        return await self._append(m, self._transit(m, state=ONGOING, partitions=m.partitions | tps, start_ms=start))
+
+    async def add_offsets(self, txn_id: str, producer_id: int, epoch: int, group_id: str) -> int:
+        """handleAddOffsetsToTransaction: the group's __consumer_offsets partition joins the transaction."""
+        return await self.add_partitions(txn_id, producer_id, epoch, {self.offsets_partition_for(group_id)})
+
+    def verify(self, txn_id: str, producer_id: int, epoch: int, tps: list[TP]) -> dict[TP, int]:
+        """handleVerifyPartitionsInTransaction (KIP-890 part 1): NONE for partitions in the ongoing transaction,
+        TRANSACTION_ABORTABLE for the others; producer errors for all."""
+        if not txn_id:
+            return dict.fromkeys(tps, E.InvalidRequestError.errno)
+        err, m = self._lookup(txn_id)
+        if not err:
+            err = self._check_producer(m, producer_id, epoch)
+        if not err and m is not None and m.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            err = CONCURRENT_TRANSACTIONS
+        if err:
+            return dict.fromkeys(tps, err)
+        assert m is not None
+        return {tp: NONE if tp in m.partitions else TRANSACTION_ABORTABLE for tp in tps}
+
+    # -- EndTxn and the markers (endTransaction, TransactionMarkerChannelManager) ------------------------------
+
+    async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> int:
+        if not txn_id:
+            return E.InvalidRequestError.errno
+        err, m = self._lookup(txn_id)
+        if err:
+            return err
+        err = self._check_producer(m, producer_id, epoch)
+        if err:
+            return err
+        assert m is not None
+        if m.pending is not None:
+            return CONCURRENT_TRANSACTIONS
+        if m.state == ONGOING:
+            return await self._prepare_end(m, commit)
+        wanted = {True: (COMPLETE_COMMIT, PREPARE_COMMIT), False: (COMPLETE_ABORT, PREPARE_ABORT)}[commit]
+        if m.state == wanted[0]:
+            return NONE                       # a retry of an EndTxn that completed
+        if m.state == wanted[1]:
+            return CONCURRENT_TRANSACTIONS
+        return INVALID_TXN_STATE
+
+    async def _prepare_end(self, m: TxnMetadata, commit: bool) -> int:
+        index = self.partition_of(m.transactional_id)
+        epoch = self.owned.get(index, -1)
+        err = await self._append(m, self._transit(m, state=PREPARE_COMMIT if commit else PREPARE_ABORT))
+        if not err:
+            self._spawn(self._complete(m, commit, epoch))
+        return err
+
+    async def _complete(self, m: TxnMetadata, commit: bool, coordinator_epoch: int) -> None:
+        """Write the markers to every partition of the transaction (retrying until each leader took its marker),
+        then CompleteCommit / CompleteAbort (TransactionMarkerChannelManager + tryAppendToLog)."""
+        index = self.partition_of(m.transactional_id)
+        marker_commit = commit or self.faults.on("txn.abort_as_commit")
+        todo = sorted(m.partitions)
+        if commit and self.faults.on("txn.commit_first_partition_only"):
+            todo = todo[:1]
+        backoff = 0.05
+        while todo:
+            if self.owned.get(index) != coordinator_epoch or self.txns.get(m.transactional_id) is not m:
+                return                        # another coordinator finishes it
+            markers = [Marker(t, p, m.producer_id, m.producer_epoch, coordinator_epoch, marker_commit)
+                       for t, p in todo]
+            try:
+                answers = await self.send_markers(markers)
+            except Exception as e:            # a link failed: retry (Kafka's channel manager re-enqueues)
+                log.info("txn coordinator: markers for %r failed: %s", m.transactional_id, e)
+                answers = {}
+            todo = [tp for tp in todo if answers.get(tp, -1) not in (NONE, E.UnknownTopicOrPartitionError.errno)]
+            if todo:
+                await self.clock.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+        for _attempt in range(20):
+            if self.owned.get(index) != coordinator_epoch or self.txns.get(m.transactional_id) is not m:
+                return
+            if m.pending is None:
+                err = await self._append(m, self._transit(
+                    m, state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=set()))
+                if err in (NONE, E.NotCoordinatorError.errno):
+                    return
+            await self.clock.sleep(0.2)
+
+    # -- timeouts (abortTimedOutTransactions) ------------------------------------------------------------------
+
+    def abort_timed_out(self) -> None:
+        if self.faults.on("txn.no_timeout"):
+            return
+        now = self.clock.wall_ms()
+        for m in list(self.txns.values()):
+            if m.state == ONGOING and m.pending is None and m.start_ms + m.timeout_ms < now:
+                log.info("txn coordinator: aborting %r (open %d ms, timeout %d ms)", m.transactional_id,
+                         now - m.start_ms, m.timeout_ms)
+                self._spawn(self._fence_and_abort(m))
+
+    # -- DescribeTransactions / ListTransactions ---------------------------------------------------------------
+
+    def describe(self, txn_id: str) -> tuple[int, TxnMetadata | None]:
+        if not txn_id:
+            return E.InvalidRequestError.errno, None
+        err, m = self._lookup(txn_id)
+        if err:
+            return err, None
+        if m is None or m.state == DEAD or m.producer_epoch < 0:
+            return TRANSACTIONAL_ID_NOT_FOUND, None
+        return NONE, m
+
+    def list(self, producer_ids: set[int], states: set[str], min_duration_ms: int) -> list[TxnMetadata]:
+        """ListTransactions filters (TransactionStateManager.listTransactionStates): producer ids, state names,
+        and (v1+) running longer than a duration."""
+        now = self.clock.wall_ms()
+        out = []
+        for m in sorted(self.txns.values(), key=lambda x: x.transactional_id):
+            if m.producer_epoch < 0 or not self.owns(m.transactional_id):
+                continue
+            if producer_ids and m.producer_id not in producer_ids:
+                continue
+            if states and m.state not in states:
+                continue
+            if min_duration_ms >= 0 and (m.state != ONGOING or now - m.start_ms < min_duration_ms):
+                continue
+            out.append(m)
+        return out
