@@ -158,7 +158,7 @@ def check_part(kind: str, key: str, ops: Sequence[dict], settings: dict | None, 
     """Anomalies + partition-log linearizability for a ``tp`` part; committed-offsets for a ``group`` part."""
     if kind == TP:
         res = analyze(ops, settings)
-        lin = check_operations(PARTITION_LOG, _log_operations(ops, settings), budget_s=budget_s)
+        lin = check_operations(PARTITION_LOG, log_operations(ops, settings), budget_s=budget_s)
         pv = PartVerdict(kind, key, len(ops), res.counts, res.summary(max_cases)["cases"], PARTITION_LOG.name)
     else:
         lin = check_operations(COMMITTED_OFFSETS, offset_operations(ops), budget_s=budget_s)
@@ -278,16 +278,8 @@ def run_checks(h: History, budget_s: float = 10.0, workers: int = 1) -> tuple[An
         res.skipped_lines = list(h.skipped_lines)
         typed = h.typed_ops()
         lin = {model.name: check_operations(model, extract(typed, h.settings), budget_s=budget_s, workers=workers)
-               for model, extract in ((PARTITION_LOG, _log_operations), (COMMITTED_OFFSETS, offset_operations))}
+               for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations))}
     return res, lin
-
-
-def _log_operations(ops: Any, settings: dict | None = None) -> list:
-    """The partition-log model's operations; none for a ``--workload txn`` run until the model knows ``txn`` ops
-    (issue 20, branch txncheck): its reads of transactional writes would look like reads of values never sent."""
-    if (settings or {}).get("workload") == "txn":
-        return []
-    return log_operations(ops, settings)
 
 
 def check_history(h: History, budget_s: float = 10.0, workers: int = 1) -> RunVerdict:
