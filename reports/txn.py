@@ -147,7 +147,9 @@ def _torn(c: Any, found: dict, t_pos: np.ndarray, t_ok: np.ndarray, r_w: np.ndar
     if not len(rows):
         return
     n1 = c.n_ops + 1
-    pair, _i, n_read = _unique(c.p_pos[rows] * n1 + r_w[rows], counts=True)
+    read_codes, first_read = _unique(c.p_pos[rows] * c.n_kv + c.p_kv[rows])  # (every read of these txns' values)
+    once = rows[np.sort(first_read)]  # a value read twice counts once: the reader read n_read distinct records
+    pair, _i, n_read = _unique(c.p_pos[once] * n1 + r_w[once], counts=True)
     writers = pair % n1
     lo = np.searchsorted(s_at, writers, "left")
     cnt = np.searchsorted(s_at, writers, "right") - lo
@@ -172,7 +174,6 @@ def _torn(c: Any, found: dict, t_pos: np.ndarray, t_ok: np.ndarray, r_w: np.ndar
     cand = np.flatnonzero(covered)
     if not len(cand):
         return
-    read_codes, _i = _unique(c.p_pos[rows] * c.n_kv + c.p_kv[rows])  # (every read of these txns' values)
     bad = cand[~_member(read_codes, rd[cand] * c.n_kv + kv[cand])]
     cases: dict[tuple[int, int], dict] = {}
     for b in bad.tolist():

@@ -202,3 +202,21 @@ def test_pruning_by_history_order_keeps_every_cycle() -> None:
         assert on <= kept
         pruned, _adj = strongly_connected(n, s[keep], d[keep])
         assert pruned == whole
+
+
+def test_torn_found_where_the_group_counts_balance_a_skip() -> None:
+    """The torn search only pairs readers whose partition groups do not add up (reports.txn._readers_with_gaps):
+    a reader that skipped T2 but read T1 twice, or read U at an offset other than its own, still has its torn
+    read found (counts alone would balance in the first case)."""
+    t = synth.TXN_ANOMALY_TOPIC
+
+    def rec(v: str, off: int) -> dict:
+        return {"topic": t, "partition": 0, "offset": off, "key": None, "value": v}
+
+    for reads in ([rec("T1", 0), rec("T1", 0), rec("U", 3)],      # a record twice, T2 (offset 1) skipped
+                  [rec("T1", 0), rec("U", 2)]):                    # U read at 2, sent at 3
+        h = synth.with_txn_anomaly(_clean(3), "torn")
+        torn_poll = next(op for op in h.ops if op["f"] == "poll" and op["type"] == "ok" and op["process"] == 201)
+        torn_poll["value"]["records"] = reads
+        res = analyze(h.ops, h.settings)
+        assert [c["missing"][0]["value"] for c in res.anomalies["torn"]] == ["T2"], (reads, res.anomalies["torn"])
