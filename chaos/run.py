@@ -530,6 +530,8 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     deleted = any(st.kind == "delete-consumed" for st in steps)
     if txn:
         result.final = workload.final_read()
+        raw = workload.raw_read()   # evidence, not checked: what each offset of the input topic really holds
+        path.with_suffix(".uncommitted.json").write_text(json.dumps(raw))
     else:
         result.final = workload.final_read(log_starts(bootstrap, topic, opts.partitions) if deleted else None)
     recorder.close()

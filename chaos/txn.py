@@ -361,6 +361,35 @@ class TxnWorkload:
         return {"complete": all(pos.get(k, 0) >= e for k, e in (ends or {}).items()), "ends": ends, "reached": pos}
 
 
+    def raw_read(self, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+        """Every data record of the input topic read_uncommitted (the reference stack, outside the history): what
+        really sits at each offset, aborted and committed alike. Not checked; evidence for a finding (e.g. which
+        record a lost write's reported offset holds)."""
+        from .clients import ReferenceClient
+
+        keys = self.keys([self.spec.topic])
+        client = ReferenceClient(ClientConfig(**{**self.cfg.__dict__, "isolation": "read_uncommitted", "extra": {},
+                                         "group": f"{self.cfg.group}-raw"}))
+        out: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout_s
+        try:
+            ends = client.end_offsets(keys)
+            client.assign(keys)
+            for t, p in keys:
+                client.seek(t, p, 0)
+            while time.monotonic() < deadline:
+                records, _ = client.poll(1.0)
+                out.extend({"topic": t, "partition": p, "offset": o, "value": v} for t, p, o, _k, v in records)
+                pos = client.positions()
+                if all(pos.get(k, 0) >= e for k, e in ends.items()):
+                    break
+        except Exception:  # noqa: BLE001, S110 - diagnostic only: keep what was read
+            pass
+        finally:
+            client.close()
+        return out
+
+
 def await_stable(bootstrap: str, keys: list[tuple[str, int]], timeout_s: float) -> dict[str, Any]:
     """Wait (bounded) until every partition's last stable offset equals its high watermark (ListOffsets LATEST at
     read_committed and read_uncommitted): every transaction decided, so the final read_committed read can reach
