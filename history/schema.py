@@ -61,8 +61,12 @@ One operation per JSON line (one Parquet row with the same columns, ``value`` st
                 ``offsets`` (optional) are the consumer offsets sent with the transaction
                 (send_offsets_to_transaction); ``abort`` (optional) says the transaction was aborted on purpose.
                 ``txn_id`` is the transactional.id. ``ok`` = committed (commit_transaction returned); ``fail`` =
-                certainly not committed (aborted on purpose, or a definite error followed by a successful
-                abort); ``info``, or an invoke never completed = unknown: neither committed nor aborted.
+                certainly not committed: aborted on purpose, or a definite error followed by a successful abort,
+                or any error before commit was asked for (``error``; ``abort_error`` if the abort then failed
+                too: without EndTxn(commit) no transaction commits, the coordinator aborts it on timeout or at
+                the next InitProducerId); a consume-transform-produce transaction that read nothing is ``fail``
+                with ``abort: true`` and an empty poll. ``info``, or an invoke never completed = unknown:
+                neither committed nor aborted.
   ``list_offsets``, ``nemesis``, ``crash`` (a client was torn down and replaced; its consumer position is gone),
   and others: recorded, ignored by the analyses below unless they say otherwise.
 
