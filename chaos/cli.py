@@ -2,6 +2,8 @@
 
 examples:
   python -m chaos run --workload queue --nemesis kill,pause --duration 60s --rate 200 --seed 7 --out out/chaos
+  python -m chaos run --workload txn --target kafka --client confluent --nemesis kill,pause,partition \
+      --duration 60s --rate 20 --out out/txn      # transactions, read_committed, consume-transform-produce
   python -m chaos run --schedule lossy --cluster-config min.insync.replicas=1 \
       --cluster-config unclean.leader.election.enable=true --duration 30s --out out/lossy
   python -m chaos run --bootstrap 127.0.0.1:9092 --control /tmp/c/control.sock --nemesis kill --out out/live
@@ -81,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
             workload=args.workload, client=args.client, acks=-1 if args.acks == "all" else int(args.acks),
             commit=args.commit, sub_via=args.sub_via, producers=args.producers, consumers=args.consumers,
             partitions=args.partitions, reset_prob=args.reset_prob, brokers=args.brokers,
+            transformers=args.transformers, abort_prob=args.abort_prob,
             cluster_settings=_kv(args.cluster_config, "--cluster-config"), bootstrap=args.bootstrap,
             target=args.target, target_config=_kv(args.target_config, "--target-config"),
             docker_image=args.docker_image,
@@ -162,7 +165,10 @@ def _print_commands(opts: Any) -> None:
 def _add_run(sub: Any) -> None:
     r = sub.add_parser("run", help="run a workload under a nemesis and check the history",
                        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__)
-    r.add_argument("--workload", default="queue", help="workload (queue)")
+    r.add_argument("--workload", default="queue", choices=("queue", "txn"),
+                   help="queue (sends and polls) or txn (transactions of 1-4 sends, some aborted on purpose; "
+                        "read_committed consumers; consume-transform-produce with offsets in the transaction: "
+                        "--client reference, confluent or java; --rate counts transactions)")
     r.add_argument("--nemesis", default="kill,pause",
                    help="comma-separated faults: kill, pause, restart, partition, latency, kafka-error, "
                         "isolate-leader, isolate-controller, kill-controller, pause-controller, majority-minority, "
@@ -187,6 +193,8 @@ def _add_run(sub: Any) -> None:
     r.add_argument("--producers", type=int, default=2)
     r.add_argument("--consumers", type=int, default=2)
     r.add_argument("--partitions", type=int, default=2)
+    r.add_argument("--transformers", type=int, default=1, help="txn: consume-transform-produce processes")
+    r.add_argument("--abort-prob", type=float, default=0.2, help="txn: share of transactions aborted on purpose")
     r.add_argument("--reset-prob", type=float, default=0.0, help="per poll: tear the consumer down and reopen it")
     r.add_argument("--target", default="reference", choices=("reference", "kafka", "tansu", "docker"),
                    help="the cluster started here: reference (default), kafka (Apache Kafka from Maven Central), "

@@ -44,6 +44,9 @@ class ClientConfig:
     group: str = "chaos-queue"
     commit: str = "sync"  # sync | async | auto
     extra: dict[str, str] = field(default_factory=dict)
+    isolation: str | None = None  # read_committed | read_uncommitted; None: the stack's default
+    transactional_id: str | None = None  # the txn workload's producers (chaos/txn_clients.py)
+    txn_timeout_ms: int = 10000  # transaction.timeout.ms: a producer that vanished mid-transaction is aborted by then
 
 
 Record = tuple[str, int, int, Any, Any]  # topic, partition, offset, key, value
@@ -116,6 +119,11 @@ class QueueClient:
         """The log end (high watermark) of each partition, for the final read."""
         raise NotImplementedError
 
+    def positions(self) -> dict[str, int]:
+        """The consumer's position (next offset to fetch) per assigned partition: past control records too, so a
+        read_committed reader knows it reached a log end that is a transaction marker."""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -166,8 +174,13 @@ class KafkaPythonClient(QueueClient):
                 bootstrap_servers=self.cfg.bootstrap.split(","), group_id=self.cfg.group,
                 enable_auto_commit=self.cfg.commit == "auto", auto_commit_interval_ms=1000,
                 auto_offset_reset="earliest", request_timeout_ms=max(int(self.cfg.timeout_s * 1000), 6000),
-                session_timeout_ms=6000, heartbeat_interval_ms=1000, **self._kw())
+                session_timeout_ms=6000, heartbeat_interval_ms=1000,
+                **({"isolation_level": self.cfg.isolation} if self.cfg.isolation else {}), **self._kw())
         return self._consumer
+
+    def positions(self) -> dict[str, int]:
+        c = self._consumer_()
+        return {f"{tp.topic}/{tp.partition}": int(c.position(tp)) for tp in c.assignment()}
 
     def assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         from kafka import TopicPartition
@@ -261,8 +274,13 @@ class ConfluentClient(QueueClient):
                                        "enable.auto.commit": self.cfg.commit == "auto",
                                        "auto.commit.interval.ms": 1000, "auto.offset.reset": "earliest",
                                        "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+                                       **({"isolation.level": self.cfg.isolation} if self.cfg.isolation else {}),
                                        **self.cfg.extra})
         return self._consumer
+
+    def positions(self) -> dict[str, int]:
+        c = self._consumer_()
+        return {f"{tp.topic}/{tp.partition}": tp.offset for tp in c.position(c.assignment()) if tp.offset >= 0}
 
     def assign(self, partitions: Sequence[tuple[str, int]]) -> None:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -340,6 +358,7 @@ class ReferenceClient(QueueClient):
         self._producer: Any = None
         self._consumer: Any = None
         self._group = False
+        self._isolation = 1 if cfg.isolation == "read_committed" else 0
 
     def _run(self, coro: Any, timeout: float | None = None) -> Any:
         return self.loop.run_until_complete(asyncio.wait_for(coro, timeout or self.cfg.timeout_s + 2))
@@ -370,9 +389,10 @@ class ReferenceClient(QueueClient):
                 self._consumer = GroupConsumer(self.cfg.bootstrap, self.cfg.group, auto_offset_reset="earliest",
                                                enable_auto_commit=self.cfg.commit == "auto",
                                                auto_commit_interval_ms=1000, session_timeout_ms=6000,
-                                               heartbeat_interval_ms=1000)
+                                               heartbeat_interval_ms=1000, isolation_level=self._isolation)
             else:
-                self._consumer = Consumer(self.cfg.bootstrap, auto_offset_reset="earliest")
+                self._consumer = Consumer(self.cfg.bootstrap, auto_offset_reset="earliest",
+                                          isolation_level=self._isolation)
             self._group = group
             self._run(self._consumer.start())
         return self._consumer
@@ -426,6 +446,13 @@ class ReferenceClient(QueueClient):
                 return {f"{tp.topic}/{tp.partition}": await c.position(tp) for tp in tps}
 
         return self._run(ends())
+
+    def positions(self) -> dict[str, int]:
+        c = self._consumer
+        if c is None:
+            return {}
+        inner = c.consumer if self._group else c
+        return {f"{tp.topic}/{tp.partition}": o for tp, o in inner.consumed_positions().items()}
 
     def close(self) -> None:
         for x in (self._producer, self._consumer):

@@ -33,6 +33,8 @@ from .nemesis import Context, NemesisRunner, ScheduleSpec, Step, generate
 from .nemesis.schedule import NEMESES
 from .queue import QueueSpec, QueueWorkload
 from .scenarios import LEADER_NEMESES, behind_log_start_schedule, empty_epoch_schedule, lossy_schedule
+from .txn import TxnSpec, TxnWorkload, await_stable
+from .txn_clients import TXN_CLIENTS
 
 EXIT_VALID, EXIT_ANOMALIES, EXIT_NOT_RUN = 0, 1, 2
 PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader", "kill-follower", "kill-controller",
@@ -103,7 +105,7 @@ class RunOptions:
     schedule: str = "random"
     interval: float = 10.0
     fault_duration: float = 5.0
-    workload: str = "queue"
+    workload: str = "queue"              # queue | txn (chaos/txn.py)
     client: str = "kafka-python"
     acks: int = -1
     commit: str = "sync"
@@ -112,6 +114,8 @@ class RunOptions:
     consumers: int = 2
     partitions: int = 2
     reset_prob: float = 0.0
+    transformers: int = 1                # txn: consume-transform-produce processes
+    abort_prob: float = 0.2              # txn: transactions aborted on purpose
     brokers: int = 3
     cluster_settings: dict[str, str] = field(default_factory=dict)
     target: str = "reference"            # the kind of cluster started here (fixtures.factory): reference, kafka, ...
@@ -176,12 +180,13 @@ def target_config(opts: RunOptions, network: bool) -> dict[str, str]:
 def workload_topic(opts: RunOptions) -> str:
     """The queue's topic: `chaos-queue` on a cluster this run starts; on a live cluster one of this run's own
     (`chaos-queue-<run id>`), since the values restart at 0 each run and a second run would read the first one's
-    records as duplicates and skips."""
+    records as duplicates and skips. The txn workload's: `chaos-txn` (and `chaos-txn-out`), likewise."""
     if opts.topic:
         return opts.topic
+    base = "chaos-txn" if opts.workload == "txn" else "chaos-queue"
     if opts.bootstrap is None:
-        return "chaos-queue"
-    return f"chaos-queue-{opts.run_id or '<run-id>'}"
+        return base
+    return f"{base}-{opts.run_id or '<run-id>'}"
 
 
 def build_schedule(opts: RunOptions, brokers: list[int]) -> list[Step]:
@@ -258,6 +263,7 @@ class RunResult:
     html: Path | None = None
     final: dict[str, Any] | None = None
     recovery: dict[str, Any] | None = None
+    stable: dict[str, Any] | None = None   # txn: whether every partition's LSO caught up with its HW
     message: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -295,7 +301,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication: int, 
 class Progress:
     """One status line on stderr every second: elapsed, ops/s, errors, current faults."""
 
-    def __init__(self, workload: QueueWorkload, runner: NemesisRunner, total: float, enabled: bool) -> None:
+    def __init__(self, workload: Any, runner: NemesisRunner, total: float, enabled: bool) -> None:
         self.w, self.r, self.total, self.enabled = workload, runner, total, enabled
         self.t0 = time.monotonic()
         self._stop = threading.Event()
@@ -313,7 +319,8 @@ class Progress:
         rate = (done - self._last[1]) / max(now - self._last[0], 1e-6)
         self._last = (now, done)
         faults = ", ".join(f"{f.kind}{_brief(f.params)}" for _, f in list(self.r.active)) or "none"
-        return (f"[{now:5.1f}/{self.total:.0f}s] sends {done} ({rate:.0f}/s) ok {s.ok} fail {s.fail} "
+        what = "txns" if isinstance(self.w, TxnWorkload) else "sends"
+        return (f"[{now:5.1f}/{self.total:.0f}s] {what} {done} ({rate:.0f}/s) ok {s.ok} fail {s.fail} "
                 f"info {s.info} | faults: {faults}")
 
     def _loop(self) -> None:
@@ -376,8 +383,11 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     """Execute one run (see the module docstring); never leaves a fault or a process behind."""
     run_id = opts.run_id or f"chaos-{opts.seed}-{uuid.uuid4().hex[:6]}"
     opts.run_id = run_id                 # the live-cluster topic name and the schedule's leader faults use it
-    if opts.workload != "queue":
-        raise RunError(f"unknown workload {opts.workload!r}; known: queue")
+    if opts.workload not in ("queue", "txn"):
+        raise RunError(f"unknown workload {opts.workload!r}; known: queue, txn")
+    if opts.workload == "txn" and opts.client not in TXN_CLIENTS:
+        raise RunError(f"--workload txn needs a client stack that does transactions: {', '.join(TXN_CLIENTS)} "
+                       f"(not {opts.client})")
     check_client(opts.client, ClientConfig(bootstrap=opts.bootstrap or "127.0.0.1:9", acks=opts.acks,
                                            commit=opts.commit, extra=opts.client_extra))  # before any cluster
     wanted = set(opts.nemeses) if opts.schedule == "random" else FIXED_SCHEDULES.get(opts.schedule, set())
@@ -458,13 +468,25 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
 
     replication = min(3, len(target.broker_ids)) if target is not None else 3
     topic = workload_topic(opts)
-    ensure_topic(bootstrap, topic, opts.partitions, replication, opts.client_extra)
+    txn = opts.workload == "txn"
+    for t in ([topic, f"{topic}-out"] if txn else [topic]):
+        ensure_topic(bootstrap, t, opts.partitions, replication, opts.client_extra)
     cfg = ClientConfig(bootstrap=bootstrap, acks=opts.acks, commit=opts.commit, extra=opts.client_extra,
                        group=f"chaos-{run_id}")
-    spec = QueueSpec(topic=topic, partitions=opts.partitions, producers=opts.producers, consumers=opts.consumers,
-                     rate=opts.rate, sub_via=opts.sub_via, reset_prob=opts.reset_prob, replication=replication)
+    spec: Any
+    if txn:
+        spec = TxnSpec(topic=topic, partitions=opts.partitions, producers=opts.producers,
+                       transformers=opts.transformers, consumers=opts.consumers, rate=opts.rate,
+                       abort_prob=opts.abort_prob, replication=replication)
+    else:
+        spec = QueueSpec(topic=topic, partitions=opts.partitions, producers=opts.producers,
+                         consumers=opts.consumers, rate=opts.rate, sub_via=opts.sub_via, reset_prob=opts.reset_prob,
+                         replication=replication)
     nemesis_name = opts.schedule if opts.schedule != "random" else ",".join(opts.nemeses) or "none"
-    settings = {"workload": "queue", "client": opts.client, "seed": opts.seed, "sub_via": [opts.sub_via],
+    txn_settings = ({"transformers": opts.transformers, "abort_prob": opts.abort_prob, "isolation": "read_committed",
+                     "topics": spec.topics, "transaction.timeout.ms": cfg.txn_timeout_ms} if txn else {})
+    settings = {"workload": opts.workload, **txn_settings, "client": opts.client, "seed": opts.seed,
+                "sub_via": ["subscribe" if txn else opts.sub_via],
                 "duration_s": opts.duration, "rate": opts.rate, "schedule": opts.schedule,
                 "faults": [{"id": s.id, "at": s.at, "duration": s.duration, "kind": s.kind, "params": s.params}
                            for s in steps],
@@ -473,7 +495,8 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
                 **settings_summary(cfg), "partitions": opts.partitions, "replication": replication}
     path = opts.out / f"{run_id}.jsonl"
     recorder = Recorder(run_id, target=target_name, nemesis=nemesis_name, settings=settings, sink=str(path))
-    workload = QueueWorkload(spec, recorder, opts.client, cfg, seed=opts.seed)
+    workload: Any = (TxnWorkload(spec, recorder, opts.client, cfg, seed=opts.seed) if txn
+                     else QueueWorkload(spec, recorder, opts.client, cfg, seed=opts.seed))
     ctx = Context(target=target, client=proxies, topology=topology) if topology else Context(target=target)
     runner = NemesisRunner(ctx, recorder, nemeses={**NEMESES, **LEADER_NEMESES})
     progress = Progress(workload, runner, opts.duration, opts.progress)
@@ -500,15 +523,25 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
         return result
     _say(opts, "waiting for every replica to be back in the ISR ...")
     result.recovery = await_isr_recovery(bootstrap, topic, recovery_timeout(opts, target_name))
+    if txn:
+        _say(opts, "waiting for every transaction to be decided (last stable offset = high watermark) ...")
+        result.stable = await_stable(bootstrap, workload.keys(), cfg.txn_timeout_ms / 1000 + 20)
     _say(opts, "final read ...")
     deleted = any(st.kind == "delete-consumed" for st in steps)
-    result.final = workload.final_read(log_starts(bootstrap, topic, opts.partitions) if deleted else None)
+    if txn:
+        result.final = workload.final_read()
+        raw = workload.raw_read()   # evidence, not checked: what each offset of the input topic really holds
+        path.with_suffix(".uncommitted.json").write_text(json.dumps(raw))
+    else:
+        result.final = workload.final_read(log_starts(bootstrap, topic, opts.partitions) if deleted else None)
     recorder.close()
     s = workload.stats
     failed_faults = [op["value"] for op in recorder.history.ops
                      if op["f"] == "nemesis" and op["type"] == "info" and "error" in op["value"]]
     result.stats = {"ok": s.ok, "fail": s.fail, "info": s.info, "wall_s": round(time.monotonic() - t0, 1),
                     "faults": len(steps), "faults_failed": len(failed_faults), "errors": workload.errors}
+    if txn:
+        result.stats["txns"] = dict(workload.counts)
     if failed_faults:
         result.message = "some faults failed to apply: " + "; ".join(
             f"{v.get('fault')} #{v.get('id')} {v.get('phase')}: {v['error']}" for v in failed_faults[:3])
@@ -530,7 +563,7 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
         result.html = write_run_page(path, opts.out / f"{run_id}.html", result.verdict)
     (opts.out / f"{run_id}.result.json").write_text(json.dumps(
         {"run_id": run_id, "exit_code": result.exit_code, "final": result.final, "recovery": result.recovery,
-         "stats": result.stats,
+         "stats": result.stats, "stable": result.stable,
          "verdict": result.verdict, "message": result.message}, indent=1, default=str))
     return result
 

@@ -27,7 +27,8 @@ class RecordColumns:
     assign, subscribe and crash, and info polls, which may have moved the position without saying where to)."""
 
     __slots__ = ("n_ops", "p_topic", "p_partition", "p_offset", "p_value", "p_ops",
-                 "s_topic", "s_partition", "s_value", "s_offset", "s_ops", "events", "values_all_int", "pending")
+                 "s_topic", "s_partition", "s_value", "s_offset", "s_ops", "events", "values_all_int", "pending",
+                 "t_ops", "op_time")
 
     def __init__(self, values_all_int: bool = False) -> None:
         self.n_ops = 0
@@ -47,6 +48,11 @@ class RecordColumns:
         self.events: list[tuple[int, int, str, object]] = []
         # positions of invokes that never got a completion: indeterminate, exactly like info (history/schema.py)
         self.pending: list[int] = []
+        # (position, process, type, position of its invoke) per txn completion; its sends are in s_* (a batch of
+        # the txn's outcome), the records an ok txn polled in p_* (one poll), both at the completion's position
+        self.t_ops: list[tuple[int, int, str, int]] = []
+        # time_ns per operation (None when whoever gathered the columns did not keep them: runs without txns)
+        self.op_time: Sequence[int] | None = None
 
     @classmethod
     def collect(cls, ops: Sequence[dict]) -> RecordColumns:
@@ -66,7 +72,7 @@ class RecordColumns:
                     pending(prev)
                 in_flight[op["process"]] = pos
                 continue
-            in_flight.pop(op["process"], None)
+            invoked = in_flight.pop(op["process"], pos)
             f = op["f"]
             if f == "poll":
                 if typ == "ok":
@@ -94,12 +100,35 @@ class RecordColumns:
                     svx(map(_VALUE, recs))
                     sox(map(_offset_or_none, recs))
                     s_ops((pos, op["process"], typ, len(recs)))
+            elif f == "txn":
+                v = op["value"]
+                sends = [m for m in v["ops"] if m["f"] == "send"]
+                if sends:
+                    stx(map(_TOPIC, sends))
+                    spx(map(_PARTITION, sends))
+                    svx(map(_VALUE, sends))
+                    sox(map(_offset_or_none, sends))
+                    s_ops((pos, op["process"], typ, len(sends)))
+                polls = [m for m in v["ops"] if m["f"] == "poll"]
+                if typ == "ok":
+                    recs = [r for m in polls for r in m["records"]]
+                    if recs:
+                        pt(map(_TOPIC, recs))
+                        pp(map(_PARTITION, recs))
+                        po(map(_OFFSET, recs))
+                        pv(map(_VALUE, recs))
+                        p_ops((pos, op["process"], len(recs)))
+                elif polls:  # a txn that polled and did not commit: its consumer was rewound (or may have been)
+                    events((pos, op["process"], "poll", None))
+                c.t_ops.append((pos, op["process"], typ, invoked))
             elif f == "assign" or f == "subscribe":
                 if typ != "fail":
                     events((pos, op["process"], f, op["value"]))
             elif f == "crash":
                 events((pos, op["process"], f, None))
         c.n_ops = len(ops)
+        if c.t_ops or any(ops[p]["f"] == "txn" for p in in_flight.values()):
+            c.op_time = [op["time_ns"] for op in ops]
         in_flight.pop(-1, None)  # nemesis events are outside the invoke/completion protocol
         c.pending.extend(in_flight.values())
         c.pending.sort()
@@ -129,12 +158,17 @@ def pending_invokes(ops: Sequence[dict]) -> list[int]:
 def with_pending(ops: Sequence[dict], c: RecordColumns) -> RecordColumns:
     """``c`` with the invokes in ``c.pending`` treated as ``info`` completions at their positions (a copy; ``c``
     is left alone): sends as info sends, polls as info polls (events that reset the process's poll tracking)."""
-    polls = [(pos, ops[pos]["process"], "poll", None) for pos in c.pending if ops[pos]["f"] == "poll"]
+    polls = [(pos, ops[pos]["process"], "poll", None) for pos in c.pending if ops[pos]["f"] == "poll"
+             or (ops[pos]["f"] == "txn" and any(m["f"] == "poll" for m in ops[pos]["value"]["ops"]))]
+    txns = [(pos, ops[pos]["process"], "info", pos) for pos in c.pending if ops[pos]["f"] == "txn"]
     new = with_pending_sends(ops, c)
-    if polls:
+    if polls or txns:
         if new is c:
             new = _copy(c)
         new.events = sorted(c.events + polls, key=itemgetter(0))
+        new.t_ops = sorted(c.t_ops + txns)
+        if new.op_time is None:
+            new.op_time = [op["time_ns"] for op in ops]
     return new
 
 
@@ -148,7 +182,8 @@ def _copy(c: RecordColumns) -> RecordColumns:
 def with_pending_sends(ops: Sequence[dict], c: RecordColumns) -> RecordColumns:
     """``c`` with every send invoke in ``c.pending`` added as an ``info`` send at its position (a copy; ``c`` is
     left alone). Cheap when they are at the end of the run, as when the run ended or clients crashed."""
-    adds = [pos for pos in c.pending if ops[pos]["f"] == "send"]
+    adds = [pos for pos in c.pending if ops[pos]["f"] == "send"
+            or (ops[pos]["f"] == "txn" and any(m["f"] == "send" for m in ops[pos]["value"]["ops"]))]
     if not adds:
         return c
     new = _copy(c)
@@ -165,7 +200,10 @@ def with_pending_sends(ops: Sequence[dict], c: RecordColumns) -> RecordColumns:
     for pos in reversed(adds):  # from the end, so earlier insertion points stay valid
         op = ops[pos]
         v = op["value"]
-        recs = v["records"] if "records" in v else [v]
+        if op["f"] == "txn":
+            recs = [m for m in v["ops"] if m["f"] == "send"]
+        else:
+            recs = v["records"] if "records" in v else [v]
         if at is None:
             k, row = len(new.s_ops), len(new.s_topic)
         else:

@@ -207,6 +207,12 @@ def to_jepsen_ops(h: History) -> tuple[list[dict], dict[str, int]]:
             keys.update(key_of(r["topic"], r["partition"]) for r in v["records"])
         elif op["f"] == "assign":
             keys.update(v["partitions"])
+        elif op["f"] == "txn":
+            for m in v["ops"]:
+                if m["f"] == "send":
+                    keys.add(key_of(m["topic"], m["partition"]))
+                else:
+                    keys.update(key_of(r["topic"], r["partition"]) for r in m.get("records") or ())
     kmap = {k: i for i, k in enumerate(sorted(keys, key=lambda k: (split_key(k)[0], split_key(k)[1])))}
     out = []
     for op in h.ops:
@@ -228,6 +234,20 @@ def to_jepsen_ops(h: History) -> tuple[list[dict], dict[str, int]]:
                 value = [[_kw("poll"), polled]]
             else:
                 value = [[_kw("poll")]]
+        elif f == "txn":
+            value = []
+            for m in v["ops"]:
+                if m["f"] == "send":
+                    k = kmap[key_of(m["topic"], m["partition"])]
+                    value.append([_kw("send"), k, m["value"] if typ == "invoke" else
+                                  [m.get("offset") if typ == "ok" else None, m["value"]]])
+                elif "records" in m and typ != "invoke":
+                    polled = {}
+                    for r in m["records"]:
+                        polled.setdefault(kmap[key_of(r["topic"], r["partition"])], []).append(_pair_value(r))
+                    value.append([_kw("poll"), polled])
+                else:
+                    value.append([_kw("poll")])
         elif f == "assign":
             value = [kmap[k] for k in v["partitions"]]
         elif f == "subscribe":
@@ -296,10 +316,32 @@ def from_jepsen_ops(
         raw = _get(m, "value")
         if f in ("send", "poll", "txn"):
             kinds = {_name(mop[0]) for mop in (raw or [])}
-            if f == "txn" and kinds - {"send"} and kinds - {"poll"}:
-                raise HistoryError("mixed send/poll transactions have no encoding in our contract", line=n)
-            f = "send" if kinds == {"send"} else ("poll" if kinds <= {"poll"} else f)
-        if f == "send":
+            f = "send" if kinds == {"send"} else ("poll" if kinds <= {"poll"} else "txn")
+        if f == "txn":  # a mixed send/poll transaction: one txn op (history/schema.py)
+            mops_out: list[dict] = []
+            for mop in raw:
+                if _name(mop[0]) == "send":
+                    _, k, v = mop
+                    r = {"f": "send", "topic": topic, "partition": int(k), "key": None}
+                    if isinstance(v, list):
+                        r["value"] = _freeze(v[1])
+                        if typ == "ok" and v[0] is not None:
+                            r["offset"] = int(v[0])
+                    else:
+                        r["value"] = _freeze(v)
+                    mops_out.append(r)
+                elif _name(mop[0]) == "poll":
+                    pm: dict = {"f": "poll"}
+                    if len(mop) > 1 and mop[1] is not None:
+                        pm["records"] = [{"topic": topic, "partition": int(k), "offset": int(off), "key": None,
+                                          "value": _freeze(v)} for k, pairs in mop[1].items() for off, v in pairs]
+                    elif typ == "ok":
+                        pm["records"] = []
+                    mops_out.append(pm)
+                else:
+                    raise HistoryError(f"txn micro-op {_name(mop[0])!r} is neither send nor poll", line=n)
+            value: Any = {"txn_id": f"jepsen-{_name(proc)}", "ops": mops_out}
+        elif f == "send":
             recs = []
             for mop in raw:
                 _, k, v = mop
@@ -311,7 +353,7 @@ def from_jepsen_ops(
                 else:
                     r["value"] = _freeze(v)
                 recs.append(r)
-            value: Any = recs[0] if len(recs) == 1 else {"records": recs}
+            value = recs[0] if len(recs) == 1 else {"records": recs}
         elif f == "poll":
             records = []
             if typ == "ok":

@@ -576,6 +576,8 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
         elif f == "crash":
             if gather and typ != "invoke":
                 events((pos, p, f, None))
+        elif f == "txn":  # its micro-operations are checked on the exact path (history.schema.check_txn)
+            raise _Doubt
         elif _type(f) is not _str or not f:
             raise _Doubt
     rb.last_index, rb.last_time = last_i, last_t

@@ -48,6 +48,25 @@ One operation per JSON line (one Parquet row with the same columns, ``value`` st
   ``commit``    ``{group, offsets: {"t/0": 12, ...}}``: commit of the next offset to read; an ok completion's
                 ``offsets`` are the ones committed (a partly refused commit lists only the accepted partitions).
   ``fetch_offsets``  invoke ``{group, partitions: [...]}``; ok ``{group, offsets: {"t/0": 12 or null}}``.
+  ``txn``       one operation per transaction, on the process that runs the transactional producer::
+
+                  {"txn_id": "tp-3", "abort": false,
+                   "ops": [{"f": "send", "topic": "t", "partition": 0, "key": "k", "value": "v17"},
+                           {"f": "poll", "records": [{topic, partition, offset, key, value}, ...]}, ...],
+                   "offsets": {"group": "g", "offsets": {"t/0": 12}}}
+
+                ``ops`` are the micro-operations in program order: a ``send`` is a record (an ok completion adds
+                its ``offset`` when known), a ``poll`` lists the ``records`` the transaction read (read_committed
+                input of consume-transform-produce; required in an ok completion, optional elsewhere).
+                ``offsets`` (optional) are the consumer offsets sent with the transaction
+                (send_offsets_to_transaction); ``abort`` (optional) says the transaction was aborted on purpose.
+                ``txn_id`` is the transactional.id. ``ok`` = committed (commit_transaction returned); ``fail`` =
+                certainly not committed: aborted on purpose, or a definite error followed by a successful abort,
+                or any error before commit was asked for (``error``; ``abort_error`` if the abort then failed
+                too: without EndTxn(commit) no transaction commits, the coordinator aborts it on timeout or at
+                the next InitProducerId); a consume-transform-produce transaction that read nothing is ``fail``
+                with ``abort: true`` and an empty poll. ``info``, or an invoke never completed = unknown:
+                neither committed nor aborted.
   ``list_offsets``, ``nemesis``, ``crash`` (a client was torn down and replaced; its consumer position is gone),
   and others: recorded, ignored by the analyses below unless they say otherwise.
 
@@ -86,6 +105,22 @@ a value's index is the index of the first offset it was seen at.
 - ``int-poll-skip``         the same within one poll.
 - ``int-send-skip``         a batch's sends to a key were not adjacent (normal in Kafka; always acceptable).
 
+A ``txn`` takes part in every analysis above as one operation: its sends as a batch send of its outcome (ok =
+committed, fail = aborted, info = unknown), the records its polls read (ok only) as one poll of its process; a
+``fail`` or ``info`` txn that polled resets that process's poll tracking (the consumer is rewound on abort).
+``G1a`` is then Jepsen's aborted read. The transactional analyses (``reports.txn``) add:
+
+- ``precommitted-read``     a read of a value before its writing transaction could have committed: the
+                            transaction read its own write (Jepsen), or the read completed before the writing
+                            transaction was even invoked.
+- ``torn``                  an intermediate read: an operation read some of a committed transaction's records
+                            but not one that lay inside the offset range it read of that partition.
+- ``G1c``                   circular information flow: a cycle of write-read edges between committed operations
+                            (T1 read a value T2 wrote, ..., Tn read a value T1 wrote).
+- ``G0``                    a write cycle: a cycle of write-write edges (log order of successive values of a
+                            partition); only with the header setting ``ww_deps`` (Jepsen's ``:ww-deps``), and
+                            always acceptable: Kafka does not isolate the writes of open transactions.
+
 Which anomalies are acceptable under which settings is decided in one place: ``reports.checkers.ACCEPTABLE``.
 
 Linearizability (``reports.linearizability``): each partition's log (send = append returning an offset, poll =
@@ -104,7 +139,7 @@ SCHEMA_VERSION = 1
 TYPES = ("invoke", "ok", "fail", "info")
 COMPLETIONS = frozenset(("ok", "fail", "info"))
 KNOWN_FS = frozenset(
-    ("send", "poll", "assign", "subscribe", "commit", "fetch_offsets", "list_offsets", "nemesis", "crash")
+    ("send", "poll", "assign", "subscribe", "commit", "fetch_offsets", "list_offsets", "nemesis", "crash", "txn")
 )
 NEMESIS_PROCESS = -1
 
@@ -193,6 +228,8 @@ def validate_value(f: str, typ: str, value: Any) -> None:
                 _check_record(r, completed=True, polled=True)
             if "positions" in value:
                 check_positions(value["positions"])
+    elif f == "txn":
+        check_txn(typ, value)
     elif f == "assign":
         _need(isinstance(value, dict) and isinstance(value.get("partitions"), list), "assign needs partitions")
         for k in value["partitions"]:
@@ -209,6 +246,48 @@ def validate_value(f: str, typ: str, value: Any) -> None:
             for k, o in offs.items():
                 if "/" not in k or not (o is None or _is_int(o)):
                     raise HistoryError(f"{f} offsets map 'topic/partition' to int")
+
+
+def check_txn(typ: str, value: Any) -> None:
+    """A ``txn`` value: ``txn_id``, ``ops`` (send and poll micro-operations), optional ``abort`` and ``offsets``."""
+    if not isinstance(value, dict):
+        raise HistoryError("txn value must be an object")
+    if not isinstance(value.get("txn_id"), str):
+        raise HistoryError("txn needs a string txn_id (the transactional.id)")
+    mops = value.get("ops")
+    if not (isinstance(mops, list) and mops):
+        raise HistoryError("txn needs a non-empty list of ops")
+    for i, m in enumerate(mops):
+        if not isinstance(m, dict):
+            raise HistoryError(f"txn op {i} must be an object")
+        f = m.get("f")
+        if f == "send":
+            try:
+                _check_record(m, completed=typ == "ok", polled=False)
+            except HistoryError as e:
+                raise HistoryError(f"txn op {i} (send): {e.reason}") from None
+        elif f == "poll":
+            recs = m.get("records")
+            if recs is None and typ != "ok":
+                continue
+            if not isinstance(recs, list):
+                raise HistoryError(f"txn op {i} (poll) needs records (a list) in an ok txn")
+            for r in recs:
+                try:
+                    _check_record(r, completed=True, polled=True)
+                except HistoryError as e:
+                    raise HistoryError(f"txn op {i} (poll): {e.reason}") from None
+        else:
+            raise HistoryError(f"txn op {i}: f must be send or poll, got {f!r}")
+    if "abort" in value and not isinstance(value["abort"], bool):
+        raise HistoryError("txn abort must be true or false")
+    if "offsets" in value:
+        o = value["offsets"]
+        if not (isinstance(o, dict) and isinstance(o.get("group"), str) and isinstance(o.get("offsets"), dict)):
+            raise HistoryError("txn offsets must be {group, offsets: {'topic/partition': offset}}")
+        for k, n in o["offsets"].items():
+            if "/" not in k or not _is_int(n):
+                raise HistoryError("txn offsets map 'topic/partition' to int")
 
 
 def check_positions(positions: Any) -> None:

@@ -48,8 +48,27 @@ class Record(Struct, gc=False):
     offset: int | None = None
 
 
+class MicroOp(Struct, gc=False, omit_defaults=True):
+    """A txn's micro-operation: a ``send`` (a record: topic, partition, value, offset) or a ``poll`` (records)."""
+
+    f: Literal["send", "poll"]
+    topic: str | UnsetType = UNSET
+    partition: int | UnsetType = UNSET
+    value: _Scalar | UnsetType = UNSET
+    offset: int | None = None
+    records: list[Record] | UnsetType = UNSET
+
+
+class TxnOffsets(Struct, gc=False):
+    """A txn's ``offsets``: the consumer offsets sent with it (send_offsets_to_transaction)."""
+
+    group: str
+    offsets: dict[str, int]
+
+
 class Value(Struct, gc=False, omit_defaults=True):
-    """Every field any ``f`` checks, all optional: which ones must be there is checked per ``f``."""
+    """Every field any ``f`` checks, all optional: which ones must be there is checked per ``f``. ``offsets`` is
+    a commit's map or a txn's :class:`TxnOffsets` (one decoder for both: their classes are checked per ``f``)."""
 
     records: list[Record] | UnsetType = UNSET
     topic: str | UnsetType = UNSET
@@ -59,8 +78,11 @@ class Value(Struct, gc=False, omit_defaults=True):
     partitions: list[str] | UnsetType = UNSET
     topics: list | UnsetType = UNSET
     group: str | UnsetType = UNSET
-    offsets: dict[str, int | None] | UnsetType = UNSET
+    offsets: dict[str, Any] | UnsetType = UNSET
     positions: dict[str, int] | UnsetType = UNSET
+    txn_id: str | UnsetType = UNSET
+    ops: list[MicroOp] | UnsetType = UNSET
+    abort: bool | UnsetType = UNSET
 
 
 class Op(Struct, gc=False):
@@ -115,8 +137,12 @@ class _Decoders:
     def _build(self) -> msgspec.json.Decoder:
         topic = Literal[tuple(sorted(self.topics)) or ("",)]
         rec = msgspec.defstruct("Record", [("topic", topic)], bases=(Record,), gc=False)
+        mop = msgspec.defstruct("MicroOp", [("records", list[rec] | UnsetType, UNSET),
+                                            ("topic", topic | UnsetType, UNSET)],
+                                bases=(MicroOp,), gc=False, omit_defaults=True)
         val = msgspec.defstruct("Value", [("records", list[rec] | UnsetType, UNSET),
-                                          ("topic", topic | UnsetType, UNSET)],
+                                          ("topic", topic | UnsetType, UNSET),
+                                          ("ops", list[mop] | UnsetType, UNSET)],
                                 bases=(Value,), gc=False, omit_defaults=True)
         op = msgspec.defstruct("Op", [("run_id", Literal[self.run_id]), ("f", _F),
                                       ("value", val | None, msgspec.field(default_factory=val))],
@@ -133,6 +159,12 @@ def _topics(ops: list[Op]) -> set[str]:
                 out.add(v.topic)
             if v.records is not UNSET:
                 out.update(r.topic for r in v.records)
+            if v.ops is not UNSET:
+                for m in v.ops:
+                    if m.topic is not UNSET:
+                        out.add(m.topic)
+                    if m.records is not UNSET:
+                        out.update(r.topic for r in m.records)
     return out
 _HEADER = msgspec.json.Decoder(_Header)
 _ERRORS: tuple = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError, TypeError,
@@ -143,11 +175,12 @@ _TYPE_CODE = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
 _get_value = attrgetter("value")
 _get_records = attrgetter("records")
 _TOPIC, _PARTITION, _OFFSET = attrgetter("topic"), attrgetter("partition"), attrgetter("offset")
+_TXN_ID, _OPS, _MOP_F, _SEND = attrgetter("txn_id"), attrgetter("ops"), attrgetter("f"), "send"
 
 
 # What the linearizability extraction (reports.extract) reads of each f; other operations keep only their
 # process, type, time and index there.
-EXTRACTED = frozenset(("send", "poll", "commit", "fetch_offsets"))
+EXTRACTED = frozenset(("send", "poll", "commit", "fetch_offsets", "txn"))
 
 
 def to_typed(ops: Sequence[Any]) -> list[Op]:
@@ -293,6 +326,10 @@ class _Gather:
         # A field each f needs is read from every value of that f (AttributeError on a null value) and checked
         # for UNSET (missing); msgspec checked its class.
         is_send = of("send")
+        is_txn = of("txn")
+        if is_txn is not None:
+            self._txns(ops, vals, typ, procs_l, fc, base, is_send, of("poll"))
+            is_send = None  # (sends and polls of this chunk gathered there, with the txns', in position order)
         if is_send is not None:
             sv = _pick(vals, np.flatnonzero(is_send))
             recs = list(map(_get_records, sv))
@@ -319,7 +356,7 @@ class _Gather:
             cols.s_ops += zip((done + base).tolist(), _pick(procs_l, done), _pick(typ_l, done), lens,
                               strict=True)
 
-        is_poll = of("poll")
+        is_poll = of("poll") if is_txn is None else None
         if is_poll is not None:
             ok_polls = np.flatnonzero(is_poll & (typ == 1))
             pv = _pick(vals, ok_polls)
@@ -353,6 +390,7 @@ class _Gather:
             offs = list(map(_get["offsets"], _pick(vals, need)))
             _need(UNSET not in offs)
             _need(all("/" in k for k in set(chain.from_iterable(offs))))  # (msgspec shares the key objects)
+            _need(all(o is None or o.__class__ is int for d in offs for o in d.values()))
 
         for name in ("assign", "subscribe"):
             sel = of(name)
@@ -369,6 +407,107 @@ class _Gather:
             for pos in np.flatnonzero(sel & (typ != 0)).tolist():
                 events.append((base + pos, procs_l[pos], "crash", None))
         self.n += n
+
+    def _txns(self, ops: list, vals: list, typ: np.ndarray, procs_l: list, fc: np.ndarray, base: int,
+              is_send: np.ndarray | None, is_poll: np.ndarray | None) -> None:
+        """A chunk with txns: their checks (history.schema.check_txn), and the chunk's sends and polls gathered
+        with the txns' (a txn's sends are a batch, an ok txn's reads one poll) in position order. Whole lists
+        at a time (C-level maps, numpy), as the rest of this path: a Python statement per txn cost 3 s/1M ops."""
+        cols, events = self.cols, self.events
+        t_rows = np.flatnonzero(fc == self.f_code["txn"])
+        tv = _pick(vals, t_rows)
+        _need(UNSET not in map(_TXN_ID, tv))
+        mls = list(map(_OPS, tv))
+        _need(UNSET not in mls)
+        lens = np.fromiter(map(len, mls), dtype=np.int64, count=len(mls))
+        _need(lens.all())
+        flat = list(chain.from_iterable(mls))
+        is_s = np.fromiter(map(_SEND.__eq__, map(_MOP_F, flat)), dtype=bool, count=len(flat))
+        m_row = np.repeat(t_rows, lens)  # chunk row of each micro-op
+        m_typ = typ[m_row]
+        sends = list(compress(flat, is_s.tolist()))
+        _need(UNSET not in map(_TOPIC, sends) and UNSET not in map(_PARTITION, sends)
+              and UNSET not in map(_get_value, sends))
+        m_poll_ok = ~is_s & (m_typ == 1)
+        p_mops = list(compress(flat, m_poll_ok.tolist()))
+        p_lists = list(map(_get_records, p_mops))
+        _need(UNSET not in p_lists)
+        for o in map(_get["offsets"], tv):
+            if o is not UNSET:
+                _need(o.keys() == {"group", "offsets"} and o["group"].__class__ is str
+                      and o["offsets"].__class__ is dict
+                      and all("/" in k and n.__class__ is int for k, n in o["offsets"].items()))
+        type_names = ("invoke", "ok", "fail", "info")
+        # sends: the plain ones' records and the txns' send micro-ops, in position order
+        recs: list = []
+        rows: list[np.ndarray] = []
+        if is_send is not None:
+            ps = np.flatnonzero(is_send & (typ != 0))
+            sv = _pick(vals, ps)
+            groups = [(v,) if v.records is UNSET else v.records for v in sv]
+            for v, g in zip(sv, groups, strict=True):
+                if g is not v.records:
+                    _need(v.topic is not UNSET and v.partition is not UNSET and v.value is not UNSET)
+                else:
+                    _need(g)
+            recs += chain.from_iterable(groups)
+            rows.append(np.repeat(ps, np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))))
+        done_s = is_s & (m_typ != 0)
+        recs += compress(flat, done_s.tolist())
+        rows.append(m_row[done_s])
+        self._stream(recs, np.concatenate(rows) if rows else np.zeros(0, np.int64), base, procs_l, typ,
+                     type_names, sends=True)
+        # polls: the plain ok polls' records and the ok txns' polled records, in position order
+        recs = []
+        rows = []
+        if is_poll is not None:
+            pp = np.flatnonzero(is_poll & (typ == 1))
+            pv = _pick(vals, pp)
+            got = list(map(_get_records, pv))
+            _need(UNSET not in got)
+            for pos_map in map(_get["positions"], pv):
+                if pos_map is not UNSET:
+                    _need(all("/" in k and o >= 0 for k, o in pos_map.items()))
+            recs += chain.from_iterable(got)
+            rows.append(np.repeat(pp, np.fromiter(map(len, got), dtype=np.int64, count=len(got))))
+            for pos in np.flatnonzero(is_poll & (typ == 3)).tolist():
+                events.append((base + pos, procs_l[pos], "poll", None))
+        recs += chain.from_iterable(p_lists)
+        rows.append(np.repeat(m_row[m_poll_ok], np.fromiter(map(len, p_lists), dtype=np.int64,
+                                                             count=len(p_lists))))
+        self._stream(recs, np.concatenate(rows), base, procs_l, typ, type_names, sends=False)
+        # a txn that polled and did not commit resets its consumer's tracking
+        for pos in np.unique(m_row[~is_s & ((m_typ == 2) | (m_typ == 3))]).tolist():
+            events.append((base + pos, procs_l[pos], "poll", None))
+        done = t_rows[typ[t_rows] != 0]
+        cols.t_ops += zip((done + base).tolist(), _pick(procs_l, done),
+                          [type_names[x] for x in typ[done].tolist()], repeat(-1))  # (invokes: in finish)
+
+    def _stream(self, recs: list, rows: np.ndarray, base: int, procs_l: list, typ: np.ndarray,
+                type_names: tuple, sends: bool) -> None:
+        """Records of one stream (sends or polls) with the chunk row of each, appended in row order."""
+        if not len(rows):
+            return
+        order = np.argsort(rows, kind="stable")
+        srt = rows[order]
+        recs = _pick(recs, order)
+        cols = self.cols
+        u, counts = np.unique(srt, return_counts=True)
+        if sends:
+            cols.s_topic += map(_TOPIC, recs)
+            cols.s_partition += map(_PARTITION, recs)
+            cols.s_value += map(_get_value, recs)
+            cols.s_offset += map(_OFFSET, recs)
+            cols.s_ops += zip((u + base).tolist(), _pick(procs_l, u), [type_names[x] for x in typ[u].tolist()],
+                              counts.tolist(), strict=True)
+        else:
+            offsets = list(map(_OFFSET, recs))
+            _need(None not in offsets)
+            cols.p_offset += offsets
+            cols.p_topic += map(_TOPIC, recs)
+            cols.p_partition += map(_PARTITION, recs)
+            cols.p_value += map(_get_value, recs)
+            cols.p_ops += zip((u + base).tolist(), _pick(procs_l, u), counts.tolist(), strict=True)
 
     def finish(self) -> RecordColumns:
         """Index and time order, invoke/completion pairing; the columns."""
@@ -395,4 +534,13 @@ class _Gather:
         cols.n_ops = self.n
         cols.events = sorted(self.events, key=itemgetter(0))
         cols.pending = pending
+        if cols.t_ops or ("txn" in self.f_code and pending):
+            cols.op_time = time_ns
+            if cols.t_ops:
+                invoke_of = np.full(self.n, -1, dtype=np.int64)
+                if len(order) > 1:
+                    done = ~inv[1:] & (ps[1:] == ps[:-1])
+                    invoke_of[order[1:][done]] = order[:-1][done]
+                at = invoke_of[[t[0] for t in cols.t_ops]].tolist()
+                cols.t_ops = [(t[0], t[1], t[2], i) for t, i in zip(cols.t_ops, at, strict=True)]
         return cols

@@ -37,6 +37,7 @@ def _run_check(args: argparse.Namespace) -> int:
     from reports.analysis import run_checks, verdict_of
     from reports.anomalies import RESTS_ON_ABSENCE
     from reports.linearizability import UNKNOWN
+    from reports.txn import TXN_ANOMALIES, describe
 
     if args.budget <= 0:
         raise HistoryError("--budget must be positive")
@@ -80,6 +81,10 @@ def _run_check(args: argparse.Namespace) -> int:
                     f" (indeterminate: {RESTS_ON_ABSENCE[name]})" if name in r["indeterminate"] else " (acceptable here)")
                 print(f"  {name}: {n}{tag}")
                 for case in a["cases"][name][:3]:
+                    card = describe(name, case) if name in TXN_ANOMALIES else None  # (txn cases: whole ops)
+                    if card:
+                        print(f"    {card}")
+                        continue
                     brief = {k: v for k, v in case.items() if k in ("key", "value", "values", "offset", "offsets",
                                                                     "delta", "skipped", "index")}
                     print(f"    {json.dumps(brief, default=str)}")

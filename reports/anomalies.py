@@ -25,12 +25,21 @@ ANOMALIES = (
     "unseen",
     "G1a",
     "int-send-skip",
+    # transactional (reports.txn)
+    "precommitted-read",
+    "torn",
+    "G1c",
+    "G0",
 )
 
 # anomaly -> (predicate over the run's settings, why it is acceptable then). The only place this is decided.
 ACCEPTABLE: dict[str, tuple[Callable[[dict], bool], str]] = {
     # Batched sends interleave with other producers' sends in Kafka; gaps between a batch's records are normal.
     "int-send-skip": (lambda s: True, "other producers' records interleave with a batch"),
+    # Kafka does not isolate the writes of open transactions: their appends interleave in any order across
+    # partitions, so write cycles are normal (Jepsen's allowed-error-types: "G0 is always allowed, since writes
+    # are never isolated"). Only searched when the settings ask for ww edges (ww_deps).
+    "G0": (lambda s: True, "writes of open transactions are not isolated (Jepsen allows G0)"),
     # With subscribe the group may move a partition between consumers between polls, so a consumer can
     # legitimately jump forward or back (Jepsen allows the same when :sub-via includes :subscribe).
     "poll-skip": (lambda s: "subscribe" in s.get("sub_via", ()), "subscribe: rebalances move positions"),
@@ -129,6 +138,8 @@ def _most_interesting(anomaly: str, cases: list[dict]) -> list[dict]:
         return sorted(cases, key=lambda c: -c.get("delta", 0))
     if anomaly in ("nonmonotonic-poll", "int-nonmonotonic-poll", "nonmonotonic-send", "int-nonmonotonic-send"):
         return sorted(cases, key=lambda c: c.get("delta", 0))
+    if anomaly in ("G0", "G1c"):  # the shortest cycles first (Jepsen: sort-by (comp count :steps))
+        return sorted(cases, key=lambda c: c.get("length", 0))
     return cases
 
 

@@ -25,6 +25,7 @@ from history.columns import RecordColumns, with_pending
 from history.schema import key_of
 
 from .anomalies import ACCEPTABLE, ANOMALIES, CheckResult, _op_ref, acceptable
+from .txn import analyze_txns, fold_torn_skips
 
 __all__ = ["ACCEPTABLE", "ANOMALIES", "CheckResult", "acceptable", "analyze", "check"]
 
@@ -148,6 +149,7 @@ class _Columns:
         if cols.pending:  # invokes never completed: indeterminate, exactly like info sends and polls
             cols = with_pending(ops, cols)
         self.n_polled = len(cols.p_offset)
+        self.t_ops, self.op_time = cols.t_ops, cols.op_time  # txns (reports.txn)
         self._build(cols)
 
     # ------------------------------------------------------------------ columns
@@ -246,12 +248,13 @@ class _Columns:
         ok_sent = (self.s_typ == _OK) & self.s_has_off
         info_sent = (self.s_typ == _INFO) & self.s_has_off
         info_sent &= is_read[self.s_kv]
-        # Polls and ok sends merged in history order (positions differ: one operation is one or the other).
+        # Polls and ok sends merged in history order; a txn both sends and polls at one position: its sends
+        # first (ties: a poll row counts the send rows at its position as before it, a send row not the polls).
         ok_rows = np.flatnonzero(ok_sent)
         info_rows = np.flatnonzero(info_sent)
         n_p = len(self.p_kv)
         s_at = self.s_pos[ok_rows]
-        p_rank = np.arange(n_p) + np.searchsorted(s_at, self.p_pos)
+        p_rank = np.arange(n_p) + np.searchsorted(s_at, self.p_pos, "right")
         s_rank = np.arange(len(ok_rows)) + np.searchsorted(self.p_pos, s_at)
         n_obs = n_p + len(ok_rows) + len(info_rows)
         o_key = np.empty(n_obs, dtype=np.int64)
@@ -401,6 +404,8 @@ class _Columns:
             self._write_cases(found)
             self._poll_cases(found)
             self._send_cases(found)
+            analyze_txns(self, found, settings)
+            fold_torn_skips(found)
         anomalies = {a: [c for _k, c in sorted(found[a], key=itemgetter(0))] for a in ANOMALIES}
         stats = {"ops": len(self.ops), "keys": self.n_keys, "polled_records": self.n_polled}
         return CheckResult(anomalies, acceptable(settings), stats, list(self.key_name))
@@ -524,9 +529,15 @@ class _Columns:
             case["ops"] = [self.ref(g_pos[p]), self.ref(g_pos[c])]
             found[name(dd)].append(((k, int(g_pos[c])), case))
 
+    def poll_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Polled rows grouped by (operation, key): (row permutation, group starts), computed once."""
+        if not hasattr(self, "_pgroups"):
+            self._pgroups = _groups(self.p_seg, self.p_key, self.n_keys)
+        return self._pgroups
+
     def _poll_cases(self, found: dict) -> None:
         """poll-skip / nonmonotonic-poll across a process's polls; int-* inside one poll."""
-        perm, starts = _groups(self.p_seg, self.p_key, self.n_keys)
+        perm, starts = self.poll_groups()
         kv, key, pos, proc = self.p_kv[perm], self.p_key[perm], self.p_pos[perm], self.p_proc[perm]
         self._inner(found, kv, key, pos, starts, "int-poll-skip", "int-nonmonotonic-poll")
         self._across(found, kv, key, pos, proc, starts, lambda d: d != 1,

@@ -156,6 +156,12 @@ def log_operations(ops: Sequence[Op] | Sequence[dict], settings: dict | None = N
 
     def indeterminate(inv: Op) -> None:
         """A send invoke that never completed: an info send (kept below only if some poll read it)."""
+        if inv.f == "txn":
+            for m in inv.value.ops:
+                if m.f == "send":
+                    info_sends.append((inv.process, table((m.topic, m.partition)), m.value, None, inv.time_ns,
+                                       inv.index))
+            return
         if inv.f != "send":
             return
         sv = inv.value
@@ -225,6 +231,17 @@ def log_operations(ops: Sequence[Op] | Sequence[dict], settings: dict | None = N
             else:
                 for tab, prs in groups.items():
                     out.append(_new(Operation, (p, tab.read_input, tuple(prs), call, t, op.index)))
+        elif f == "txn":
+            # A transaction's records become visible to read_committed at its commit, and later still while an
+            # earlier open transaction holds the last stable offset back: no bound from its completion holds.
+            # Its sends are appends that happened at some time after its invoke - info sends (kept if read) -
+            # unless it certainly did not commit. (Its polls are not modelled here.)
+            if typ == "fail":
+                continue
+            for m in op.value.ops:
+                if m.f == "send":
+                    tp = (m.topic, m.partition)
+                    info_sends.append((p, tables.get(tp) or table(tp), m.value, m.offset, call, op.index))
         elif f == "send":
             if typ == "fail":
                 continue

@@ -11,6 +11,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from . import svg
 from .anomalies import ACCEPTABLE, RESTS_ON_ABSENCE
 from .latency import LAT_EDGES_NS
+from .txn import describe
 
 NO_FAULTS = "no faults"          # how a run without a nemesis is named (its nemesis is None)
 INDETERMINATE_COLOUR = "#f2c14e"
@@ -82,8 +83,11 @@ def render(res: Any) -> str:
     plot_timeline = svg.timeline(res.timeline["ops"], f"run {res.timeline['run_id']}") if res.timeline else ""
     evidence = []
     for e in getattr(res, "evidence", []) or []:
+        cases = json.loads(e["cases"]) if e.get("cases") else {}
+        cards = [f"{a}: {d}" for a, cs in cases.items() for c in cs[:3]
+                 if isinstance(c, dict) and (d := describe(a, c))]
         evidence.append({**e, "counterexample": json.loads(e["counterexample"]) if e.get("counterexample") else None,
-                         "cases": json.dumps(json.loads(e["cases"]), indent=1)[:6000] if e.get("cases") else None})
+                         "cases": json.dumps(cases, indent=1)[:6000] if cases else None, "cards": cards})
     return _env().get_template("report.html.j2").render(
         runs=res.runs, failing=failing, indeterminate=indeterminate, targets=res.targets, target_names=target_names,
         rule_names=rule_names, rule_matrix=rule_matrix,

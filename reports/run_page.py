@@ -14,6 +14,7 @@ from typing import Any
 from history import read
 
 from .fault_attribution import fault_intervals
+from .txn import describe
 
 W, H, PAD = 980, 180, 40
 COLORS = {"kill": "#d62728", "pause": "#ff7f0e", "restart": "#9467bd", "partition": "#1f77b4",
@@ -106,6 +107,9 @@ def render(path: str, verdict: dict[str, Any] | None = None) -> str:
         for name, cases in anomalies.get("cases", {}).items():
             lines.append(f"<h3>{html.escape(name)} — evidence</h3>")
             for c in cases[:5]:
+                card = describe(name, c) if isinstance(c, dict) else None
+                if card:
+                    lines.append(f"<p class=card><b>{html.escape(name)}</b>: {html.escape(card)}</p>")
                 lines.append(f"<pre>{html.escape(json.dumps(c, indent=1, default=str)[:3000])}</pre>")
     else:
         lines.append("<p>none found</p>" if v.get("anomalies") is not None else

@@ -236,3 +236,242 @@ def with_anomaly(h: History, kind: str) -> History:
 def scenario_history(kind: str, run_id: str = "scenario") -> History:
     """Just the scenario, on an otherwise empty run."""
     return with_anomaly(History(run_id, settings={"sub_via": ["assign"]}), kind)
+
+
+# ---------------------------------------------------------------- transactional runs (issue 20)
+
+TXN_ANOMALY_TOPIC = "anomt"
+
+
+def generate_txn(
+    run_id: str,
+    *,
+    seed: int = 0,
+    n_ops: int = 1000,
+    producers: int = 4,
+    consumers: int = 2,
+    ctp: int = 1,
+    partitions: int = 4,
+    out_partitions: int = 2,
+    p_abort: float = 0.1,
+    p_info: float = 0.03,
+    max_poll: int = 8,
+    target: str = "synthetic",
+    settings: dict | None = None,
+    pending: bool = True,
+) -> History:
+    """A clean transactional run (Jepsen's transactional queue workload): producers' txns of 1-4 sends over
+    partitions of topic ``t``, some aborted on purpose, some of unknown outcome (info); read_committed consumers
+    polling ``t`` and ``out``; consume-transform-produce txns reading ``t`` (read_committed) and writing ``out``
+    with their input offsets in the txn, rewound when their txn does not commit.
+
+    The log is modelled as Kafka keeps it: a txn's records are appended when it is invoked (so txns interleave),
+    occupy offsets whether committed or not, and every partition a txn touched gets a marker (an offset no one
+    reads) when it ends; read_committed reads stop at the last stable offset (the first record of the earliest
+    open txn) and skip aborted records. ``pending``: the run ends with a txn invoked and never completed."""
+    rnd = random.Random(seed)
+    h = History(run_id, target=target, settings=dict(settings or {"sub_via": ["assign"], "isolation":
+                                                                   "read_committed"}))
+    b = _Builder(h)
+    keys = [key_of("t", i) for i in range(partitions)]
+    out_keys = [key_of("out", i) for i in range(out_partitions)]
+    logs: dict[str, list] = {k: [] for k in keys + out_keys}  # entries [value or None (marker), state]
+    open_at: dict[str, dict[int, int]] = {k: {} for k in logs}  # key -> {txn serial: first offset, while open}
+    n_proc = producers + consumers + ctp
+    kinds = ["producer"] * producers + ["consumer"] * consumers + ["ctp"] * ctp
+    state: dict[int, dict] = {p: {"pending": None, "pos": {}, "committed_pos": {}} for p in range(n_proc)}
+    counter = [0, 0]  # next value, next txn serial
+
+    def lso(k: str) -> int:
+        return min(open_at[k].values(), default=len(logs[k]))
+
+    def read(pos: dict, ks: list[str], limit: int) -> list[dict]:
+        recs: list[dict] = []
+        for k in ks:
+            at, end = pos.get(k, 0), lso(k)
+            t, part = k.rsplit("/", 1)
+            while at < end and len(recs) < limit:
+                v, st = logs[k][at]
+                if v is not None and st == "committed":
+                    recs.append({"topic": t, "partition": int(part), "offset": at, "key": None, "value": v})
+                at += 1
+            pos[k] = at
+        return recs
+
+    def append(serial: int, sends: list[dict]) -> None:
+        for m in sends:
+            k = key_of(m["topic"], m["partition"])
+            open_at[k].setdefault(serial, len(logs[k]))
+            m["offset"] = len(logs[k])
+            logs[k].append([m["value"], serial])
+
+    def end(serial: int, sends: list[dict], commit: bool) -> None:
+        for m in sends:
+            logs[key_of(m["topic"], m["partition"])][m["offset"]][1] = "committed" if commit else "aborted"
+        for k in sorted({key_of(m["topic"], m["partition"]) for m in sends}):
+            logs[k].append([None, "marker"])
+            open_at[k].pop(serial, None)
+
+    def new_sends(ks: list[str], n: int) -> list[dict]:
+        out = []
+        for _ in range(n):
+            t, part = rnd.choice(ks).rsplit("/", 1)
+            out.append({"f": "send", "topic": t, "partition": int(part), "key": None, "value": counter[0]})
+            counter[0] += 1
+        return out
+
+    def invoke(p: int) -> None:
+        st = state[p]
+        kind = kinds[p]
+        if kind == "consumer":
+            st["pending"] = ("poll", None)
+            b.add(p, "invoke", "poll", {}, rnd.randint(1, 20_000))
+            return
+        serial = counter[1]
+        counter[1] += 1
+        if kind == "producer":
+            sends = new_sends(keys, rnd.randint(1, 4))
+            mops: list[dict] = [dict(m) for m in sends]
+            reads: list[dict] = []
+        else:  # consume-transform-produce: read t, write one output per input record (at least one)
+            before = dict(st["pos"])
+            reads = read(st["pos"], keys, max_poll)
+            sends = new_sends(out_keys, max(1, len(reads)))
+            mops = [{"f": "poll"}, *(dict(m) for m in sends)]
+            st["rewind"] = before
+        abort = rnd.random() < p_abort
+        inv = {"txn_id": f"tp-{p}", "ops": [{k: v for k, v in m.items() if k != "offset"} for m in mops]}
+        if abort:
+            inv["abort"] = True
+        b.add(p, "invoke", "txn", inv, rnd.randint(1, 20_000))
+        append(serial, sends)
+        st["pending"] = ("txn", (serial, sends, reads, inv, abort))
+
+    def complete(p: int, final: bool = False) -> None:
+        st = state[p]
+        f, data = st["pending"]
+        st["pending"] = None
+        if f == "poll":
+            recs = read(st["pos"], keys + out_keys, max_poll)
+            b.add(p, "ok", "poll", {"records": recs}, rnd.randint(1, 50_000))
+            return
+        serial, sends, reads, inv, abort = data
+        info = not final and rnd.random() < p_info
+        commit = (not abort) and (not info or rnd.random() < 0.5)
+        end(serial, sends, commit)
+        if kinds[p] == "ctp" and not commit:
+            st["pos"] = st.pop("rewind")
+        value = {"txn_id": inv["txn_id"], "ops": []}
+        if kinds[p] == "ctp":
+            value["ops"].append({"f": "poll", "records": reads} if not info else {"f": "poll"})
+        for m in sends:
+            m2 = {k: v for k, v in m.items() if k != "offset"}
+            if not info and (commit or rnd.random() < 0.5):  # an aborted txn's client may know its offsets
+                m2["offset"] = m["offset"]
+            value["ops"].append(m2)
+        if kinds[p] == "ctp" and reads:
+            nxt: dict[str, int] = {}
+            for r in reads:
+                nxt[key_of(r["topic"], r["partition"])] = r["offset"] + 1
+            value["offsets"] = {"group": "ctp", "offsets": nxt}
+        if abort:
+            value["abort"] = True
+        b.add(p, "info" if info else ("ok" if commit else "fail"), "txn", value, rnd.randint(1, 50_000))
+
+    while len(h.ops) < n_ops:
+        p = rnd.randrange(n_proc)
+        if state[p]["pending"] is None:
+            invoke(p)
+        else:
+            complete(p)
+    last_open = None
+    for p in range(n_proc):
+        if state[p]["pending"] is None:
+            continue
+        if pending and last_open is None and state[p]["pending"][0] == "txn":
+            last_open = p  # never completed: indeterminate; the log decides it (commit or abort) at random
+            serial, sends, _reads, _inv, abort = state[p]["pending"][1]
+            end(serial, sends, not abort and rnd.random() < 0.5)
+            continue
+        complete(p, final=True)
+    fin = n_proc
+    pos: dict[str, int] = {}
+    b.add(fin, "invoke", "assign", {"partitions": keys + out_keys})
+    b.add(fin, "ok", "assign", {"partitions": keys + out_keys})
+    while True:
+        b.add(fin, "invoke", "poll", {})
+        recs = read(pos, keys + out_keys, 64)
+        b.add(fin, "ok", "poll", {"records": recs})
+        if all(pos.get(k, 0) >= len(logs[k]) for k in logs):
+            break
+    return h
+
+
+TXN_SCENARIOS = ("G1a", "precommitted-read", "torn", "G1c", "G0")
+
+
+def _txn_scenario(kind: str) -> list[tuple]:
+    """Steps (process, type, f, value) on topic anomt, by processes of their own (200+); ``G0`` needs the run's
+    settings to ask for ww edges (``ww_deps``)."""
+    t = TXN_ANOMALY_TOPIC
+
+    def snd(v: object, part: int, off: int | None = None) -> dict:
+        m = {"f": "send", "topic": t, "partition": part, "key": None, "value": v}
+        if off is not None:
+            m["offset"] = off
+        return m
+
+    def rec(v: object, part: int, off: int) -> dict:
+        return {"topic": t, "partition": part, "offset": off, "key": None, "value": v}
+
+    def txn(p: int, typ: str, *mops: dict, abort: bool = False) -> tuple:
+        v: dict = {"txn_id": f"anom-{p}", "ops": list(mops)}
+        if abort:
+            v["abort"] = True
+        return (p, typ, "txn", v)
+
+    def poll(p: int, *recs: dict) -> list[tuple]:
+        return [(p, "invoke", "poll", {}), (p, "ok", "poll", {"records": list(recs)})]
+
+    def reader_all(*recs: dict) -> list[tuple]:
+        return poll(209, *recs)
+
+    w, r, w2 = 200, 201, 202
+    scenarios = {
+        # an aborted txn's record (offset 0) returned to a read_committed poll
+        "G1a": [txn(w, "invoke", snd("A1", 0), abort=True), txn(w, "fail", snd("A1", 0, 0), abort=True),
+                *poll(r, rec("A1", 0, 0))],
+        # a txn read its own write before it committed
+        "precommitted-read": [txn(w, "invoke", snd("P1", 0), {"f": "poll"}),
+                              txn(w, "ok", snd("P1", 0, 0), {"f": "poll", "records": [rec("P1", 0, 0)]}),
+                              *reader_all(rec("P1", 0, 0))],
+        # T wrote T1@0 and T2@1; a reader got T1 and the later U@3 (offset 2: T's marker) but not T2
+        "torn": [txn(w, "invoke", snd("T1", 0), snd("T2", 0)), txn(w, "ok", snd("T1", 0, 0), snd("T2", 0, 1)),
+                 (w2, "invoke", "send", {"topic": t, "partition": 0, "key": None, "value": "U"}),
+                 (w2, "ok", "send", {"topic": t, "partition": 0, "key": None, "value": "U", "offset": 3}),
+                 *poll(r, rec("T1", 0, 0), rec("U", 0, 3)),
+                 *reader_all(rec("T1", 0, 0), rec("T2", 0, 1), rec("U", 0, 3))],
+        # two committed txns each read the other's write: circular information flow
+        "G1c": [txn(w, "invoke", snd("C1", 0), {"f": "poll"}), txn(w2, "invoke", snd("C2", 1), {"f": "poll"}),
+                txn(w, "ok", snd("C1", 0, 0), {"f": "poll", "records": [rec("C2", 1, 0)]}),
+                txn(w2, "ok", snd("C2", 1, 0), {"f": "poll", "records": [rec("C1", 0, 0)]}),
+                *reader_all(rec("C1", 0, 0), rec("C2", 1, 0))],
+        # two committed txns wrote partitions 0 and 1 in opposite orders (Jepsen's g0-test)
+        "G0": [txn(w, "invoke", snd("G1", 0), snd("G2", 1)), txn(w2, "invoke", snd("H1", 0), snd("H2", 1)),
+               txn(w, "ok", snd("G1", 0, 0), snd("G2", 1, 1)), txn(w2, "ok", snd("H1", 0, 1), snd("H2", 1, 0)),
+               *reader_all(rec("G1", 0, 0), rec("H1", 0, 1), rec("H2", 1, 0), rec("G2", 1, 1))],
+    }
+    return scenarios[kind]
+
+
+def with_txn_anomaly(h: History, kind: str) -> History:
+    """A copy of ``h`` with one transactional scenario appended on topic anomt by processes of its own (200+);
+    for ``G0`` the settings ask for ww edges (Jepsen's ``:ww-deps``)."""
+    settings = dict(h.settings)
+    if kind == "G0":
+        settings["ww_deps"] = True
+    out = History(h.run_id, [dict(op) for op in h.ops], h.target, h.nemesis, settings)
+    b = _Builder(out, out.ops[-1]["time_ns"] if out.ops else 0)
+    for p, typ, f, v in _txn_scenario(kind):
+        b.add(p, typ, f, v)
+    return out

@@ -25,6 +25,11 @@ raised (null when Kafka has no code for it).
   or after the position read just before the poll.
 - ``commit {offsets: {"t/0": n}, async: bool}``: commitSync, or commitAsync (done when it is sent).
 - ``end_offsets {partitions, timeout_ms}``: ``{offsets: {"t/0": n}}`` (KafkaConsumer.endOffsets: the high watermark).
+- ``positions``: ``{positions: {"t/0": n}}`` (KafkaConsumer.position per assigned partition, past markers).
+- Transactions (the txn workload, chaos/txn.py; the producer then has transactional.id): ``txn_init``
+  (initTransactions), ``txn_begin``, ``txn_send_offsets {offsets}`` (sendOffsetsToTransaction with the consumer's
+  groupMetadata()), ``txn_commit``, ``txn_abort``; ``rewind`` seeks the consumer to its group's committed
+  offsets (the beginning where none). A send inside a transaction is the plain ``send``.
 - ``close``: close both clients (2 s each). The JVM halts when its stdin closes, so it never outlives its parent.
 
 How outcomes reach the history (chaos/queue.py records; driver.py classifies like clients.py)

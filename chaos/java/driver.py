@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chaos.clients import DEFINITE_SEND_ERRORS, ClientConfig, Definite, Indefinite, QueueClient, Record
+from chaos.txn_clients import TxnClient
 
 # The project's process supervisor's dead man's switch: if this Python process is SIGKILLed while a JVM is stopped
 # (SIGSTOP: it cannot read the EOF on its stdin that otherwise ends it), the watchdog SIGCONTs and SIGKILLs it.
@@ -56,6 +57,13 @@ def producer_props(cfg: ClientConfig) -> dict[str, str]:
             "delivery.timeout.ms": str(t), "max.block.ms": str(t), **cfg.extra}
 
 
+def txn_producer_props(cfg: ClientConfig) -> dict[str, str]:
+    """A transactional KafkaProducer: idempotent (retries as the Java client's default), acks=all, the
+    transactional.id and transaction.timeout.ms of the txn workload; blocking calls bounded by max.block.ms."""
+    return {**producer_props(cfg), "acks": "all", "enable.idempotence": "true", "retries": "2147483647",
+            "transactional.id": cfg.transactional_id or "", "transaction.timeout.ms": str(cfg.txn_timeout_ms)}
+
+
 def consumer_props(cfg: ClientConfig) -> dict[str, str]:
     """KafkaConsumer settings: the other stacks' group timing; blocking calls (commitSync, position) bounded by
     default.api.timeout.ms = 10 s instead of 60 s so a consumer keeps polling through faults."""
@@ -63,7 +71,7 @@ def consumer_props(cfg: ClientConfig) -> dict[str, str]:
             "enable.auto.commit": str(cfg.commit == "auto").lower(), "auto.commit.interval.ms": "1000",
             "auto.offset.reset": "earliest", "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000",
             "request.timeout.ms": str(max(int(cfg.timeout_s * 1000), 6000)), "default.api.timeout.ms": "10000",
-            **cfg.extra}
+            **({"isolation.level": cfg.isolation} if cfg.isolation else {}), **cfg.extra}
 
 
 _BUILD: list[DriverBuild] = []  # this process's build: one per run, even if the sources change meanwhile
@@ -403,6 +411,54 @@ class JavaClient(QueueClient):
             except (DriverDied, DriverTimeout):
                 pass
         d.stop()
+
+
+    def positions(self) -> dict[str, int]:
+        r = self._ok(self._call("positions", self.api_guard), "positions")
+        return {k: int(v) for k, v in r["positions"].items()}
+
+
+class JavaTxnClient(JavaClient, TxnClient):
+    """The txn workload's client (chaos/txn_clients.TxnClient) on the Java client: KafkaProducer's transactions and
+    KafkaConsumer.groupMetadata() for sendOffsetsToTransaction. A reset replaces the JVM (its consumer gets its
+    subscription back and, in a group, the committed offsets)."""
+
+    def __init__(self, cfg: ClientConfig, build: DriverBuild | None = None) -> None:
+        super().__init__(cfg, build)
+        self.pp = txn_producer_props(cfg)
+        self.send_guard = (int(self.pp["max.block.ms"]) + int(self.pp["delivery.timeout.ms"])) / 1000 + GUARD_S
+        self._inited = False
+
+    def _txn(self, op: str, **fields: Any) -> Mapping[str, Any]:
+        return self._ok(self._call(op, self.send_guard, **fields), op)
+
+    def init(self) -> None:
+        if not self._inited or self._driver is None or not self._driver.alive():
+            self._txn("txn_init")
+            self._inited = True
+
+    def begin(self) -> None:
+        self._txn("txn_begin")
+
+    def txn_send(self, topic: str, partition: int, key: str, value: int) -> int | None:
+        return int(self._txn("send", topic=topic, partition=partition, key=key, value=str(value))["offset"])
+
+    def send_offsets(self, offsets: Mapping[str, int]) -> None:
+        self._txn("txn_send_offsets", offsets=dict(offsets))
+
+    def commit(self) -> bool:  # type: ignore[override]
+        self._txn("txn_commit")
+        return True
+
+    def abort(self) -> None:
+        self._txn("txn_abort")
+
+    def rewind(self) -> None:
+        self._ok(self._call("rewind", self.api_guard), "rewind")
+
+    def reset(self) -> None:
+        self._inited = False
+        self.close()
 
 
 def _split(key: str) -> tuple[str, int]:

@@ -8,6 +8,8 @@ Layers (each usable alone):
 - ``consumer.Consumer`` — assign/seek/position/poll with full control of the Fetch knobs.
 - ``group.GroupConsumer`` — subscribe/poll/commit in a classic consumer group (assignors in ``assignors``).
 - ``admin.Admin`` — create/delete topics, list offsets, delete records, describe.
+- ``transactions.TransactionManager`` — the transactional producer's coordinator protocol (``Producer(...,
+  transactional_id=...)``); read_committed consumption is ``Consumer(..., isolation_level=1)``.
 Errors are ``kafka.errors`` classes (code -> class, ``retriable``, ``invalid_metadata``).
 """
 
@@ -25,6 +27,7 @@ from .protocol import (
     encode_request,
     negotiate_versions,
 )
+from .transactions import ConsumerGroupMetadata, TxnState
 from .types import (
     BrokerMetadata,
     ConsumerRecord,
@@ -46,6 +49,7 @@ __all__ = [
     "ConnectionClosedError",
     "Consumer",
     "GroupConsumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "NewTopic",
     "OffsetAndTimestamp",
@@ -58,6 +62,7 @@ __all__ = [
     "Response",
     "TopicMetadata",
     "TopicPartition",
+    "TxnState",
     "encode_request",
     "murmur2",
     "negotiate_versions",

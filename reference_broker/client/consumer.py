@@ -14,7 +14,11 @@ Behaviour, following the Java consumer:
 - Invalid-metadata errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...) refresh metadata and
   the partition is fetched again on the next round.
 - No fetch sessions (KIP-227): every Fetch is a full one (session_id 0, epoch -1).
-- read_committed filtering of aborted transactions is not implemented (isolation_level is passed through).
+- ``isolation_level=1`` (read_committed): the broker answers up to the last stable offset and lists the aborted
+  transactions of the range (producer id, first offset); records of an aborted transaction are dropped as Java's
+  ``CompletedFetch`` drops them: an aborted transaction's producer id is "aborted" from its first offset until
+  that producer's ABORT marker, and its transactional batches in between are skipped. Control records (markers)
+  are never returned, under either isolation level.
 - After each ``poll``, :attr:`Consumer.poll_positions` holds, per partition, the fetch offset that poll read from,
   for the partitions whose answer it can vouch for (the history contract's poll ``positions``, see
   history/schema.py; :meth:`Consumer.history_positions` gives them keyed ``"topic/partition"``): a partition whose
@@ -43,8 +47,11 @@ FETCH = 1
 _RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 
 
-def decode_records(tp: TopicPartition, data: bytes | None, fetch_offset: int) -> tuple[list[ConsumerRecord], int]:
-    """Decode record batches; drop records below ``fetch_offset`` and control records.
+def decode_records(tp: TopicPartition, data: bytes | None, fetch_offset: int,
+                   aborted: Iterable[tuple[int, int]] | None = None) -> tuple[list[ConsumerRecord], int]:
+    """Decode record batches; drop records below ``fetch_offset``, control records and, when ``aborted`` is given
+    (read_committed: the Fetch answer's ``(producer_id, first_offset)`` of aborted transactions), the records of
+    aborted transactions (Java's ``CompletedFetch``: see the module docstring).
 
     Returns (records, next_offset) where next_offset is past the last complete batch seen (so a batch made
     only of skipped or control records still moves the position), or ``fetch_offset`` if none was seen.
@@ -53,10 +60,21 @@ def decode_records(tp: TopicPartition, data: bytes | None, fetch_offset: int) ->
     nxt = fetch_offset
     if not data:
         return out, nxt
+    pending = sorted(((first, pid) for pid, first in aborted), reverse=True) if aborted is not None else None
+    aborted_pids: set[int] = set()
     for batch in MemoryRecords(bytes(data)):
         last = batch.base_offset + batch.last_offset_delta if batch.magic >= 2 else None
         control = batch.magic >= 2 and batch.is_control_batch
         epoch = batch.leader_epoch if batch.magic >= 2 else -1
+        if pending is not None and last is not None and batch.producer_id >= 0:
+            while pending and pending[-1][0] <= last:  # transactions aborted from at or before this batch on
+                aborted_pids.add(pending.pop()[1])
+            if control:
+                if batch.producer_id in aborted_pids and any(getattr(r, "abort", False) for r in batch):
+                    aborted_pids.discard(batch.producer_id)  # its ABORT marker: later batches are another txn
+            elif batch.is_transactional and batch.producer_id in aborted_pids:
+                nxt = max(nxt, last + 1)
+                continue
         for rec in batch:
             if rec.offset < fetch_offset or control:
                 continue
@@ -121,6 +139,8 @@ class Consumer:
         #: high watermark / log start offset last reported per partition
         self.high_watermarks: dict[TopicPartition, int] = {}
         self.log_start_offsets: dict[TopicPartition, int] = {}
+        #: last stable offset last reported per partition (read_committed fetches)
+        self.last_stable_offsets: dict[TopicPartition, int] = {}
 
     async def __aenter__(self) -> Consumer:
         await self.start()
@@ -373,7 +393,13 @@ class Consumer:
                 self.high_watermarks[tp] = p.high_watermark
                 if getattr(p, "log_start_offset", -1) >= 0:
                     self.log_start_offsets[tp] = p.log_start_offset
-                records, nxt = decode_records(tp, p.records, sent_positions[tp])
+                aborted = None
+                if self.isolation_level == 1:
+                    aborted = [(a.producer_id, a.first_offset) for a in (getattr(p, "aborted_transactions", None)
+                                                                          or [])]
+                    if getattr(p, "last_stable_offset", -1) >= 0:
+                        self.last_stable_offsets[tp] = p.last_stable_offset
+                records, nxt = decode_records(tp, p.records, sent_positions[tp], aborted)
                 answered[tp] = (sent_positions[tp], bool(records))
                 self._positions[tp] = nxt
                 if records:

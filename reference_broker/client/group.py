@@ -71,6 +71,7 @@ from .assignors import (
 from .cluster import Cluster
 from .consumer import Consumer
 from .protocol import DEFAULT_CLIENT_ID, Connection
+from .transactions import ConsumerGroupMetadata
 from .types import ConsumerRecord, TopicPartition
 
 __all__ = ["GroupConsumer", "RebalanceCallback"]
@@ -263,6 +264,11 @@ class GroupConsumer:
         """Offset of the next record poll returns for ``tp`` (after committed-offset lookup / reset)."""
         await self._refresh_committed()
         return await self.consumer.position(tp)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Java's ``KafkaConsumer.groupMetadata()``: what ``send_offsets_to_transaction`` needs so the coordinator
+        can refuse a transactional commit from a member that lost its generation (KIP-447)."""
+        return ConsumerGroupMetadata(self.group_id, self.generation_id, self.member_id, self.group_instance_id)
 
     def consumed_offsets(self) -> dict[TopicPartition, int]:
         """The offsets auto-commit / ``commit()`` would commit: next offset to return, per owned partition."""

@@ -18,7 +18,12 @@ Behaviour (names follow the Java client's settings):
   metadata first, so a moved leader is found. Other codes fail the record futures with the Kafka error.
 - Idempotence (``enable_idempotence``): InitProducerId once; each batch gets the partition's next sequence
   when it is closed and keeps it on retries. DUPLICATE_SEQUENCE_NUMBER counts as success (as in Java).
-  No transactions here.
+- Transactions (``transactional_id``; implies idempotence and acks=-1): ``init_transactions``,
+  ``begin_transaction``, ``send_offsets_to_transaction``, ``commit_transaction``, ``abort_transaction``, with the
+  coordinator protocol and the Java client's error handling in :mod:`.transactions`. Batches are transactional;
+  a partition joins the transaction (AddPartitionsToTxn) before its first record is appended; Produce is capped
+  at v11 (transaction version 1). ``abort_transaction`` fails the records not yet sent (Java's
+  abortUndrainedBatches) and waits for those in flight.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 from .cluster import Cluster
 from .protocol import DEFAULT_CLIENT_ID, Response
+from .transactions import PRODUCE_MAX_VERSION_TXN, ConsumerGroupMetadata, TransactionManager, TxnState
 from .types import RecordMetadata, TopicPartition
 
 __all__ = ["COMPRESSION_TYPES", "Producer", "murmur2", "partition_for_key", "to_positive"]
@@ -126,7 +132,12 @@ class Producer:
         client_id: str = DEFAULT_CLIENT_ID,
         rng: random.Random | None = None,
         produce_version: int | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
+        max_block_ms: int = 60000,
     ) -> None:
+        if transactional_id is not None:
+            enable_idempotence = True  # as in Java: a transactional producer is idempotent
         if acks not in (0, 1, -1):
             raise ValueError("acks must be 0, 1 or -1")
         if compression_type not in COMPRESSION_TYPES:
@@ -164,6 +175,11 @@ class Producer:
         self._closed = False
         #: every Produce round trip (Response objects), for checks that time or inspect them
         self.responses: list[Response] = []
+        #: the transaction manager of a transactional producer (None otherwise)
+        self.txn: TransactionManager | None = None
+        if transactional_id is not None:
+            self.txn = TransactionManager(self, transactional_id, transaction_timeout_ms, max_block_ms,
+                                          self.retry_backoff)
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -176,7 +192,7 @@ class Producer:
         """Load metadata, get a producer id if idempotent, start the sender task."""
         if self._owns:
             await self.cluster.start()
-        if self.idempotent:
+        if self.idempotent and self.txn is None:  # a transactional id's comes from init_transactions
             await self._init_producer_id()
         self._sender = asyncio.get_running_loop().create_task(self._run())
         self._sender.add_done_callback(self._sender_died)
@@ -240,6 +256,8 @@ class Producer:
         elif not 0 <= partition < n:
             raise Errors.UnknownTopicOrPartitionError(f"{topic}-{partition} (topic has {n} partitions)")
         tp = TopicPartition(topic, partition)
+        if self.txn is not None:
+            await self.txn.maybe_add_partition(tp)  # AddPartitionsToTxn before its first record
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         q = self._queues.setdefault(tp, deque())
@@ -274,6 +292,70 @@ class Producer:
         fut = await self.send(topic, value, key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
         return await fut
 
+    # -- transactions (see .transactions) -------------------------------------------------------------------
+
+    def _txn_manager(self) -> TransactionManager:
+        if self.txn is None:
+            raise Errors.IllegalStateError("not a transactional producer (no transactional_id)")
+        return self.txn
+
+    def set_producer_identity(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id / epoch from InitProducerId: sequence numbers start over."""
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._next_seq.clear()
+
+    async def init_transactions(self) -> None:
+        """FindCoordinator + InitProducerId for the transactional id (fences older producers of the id)."""
+        await self._txn_manager().init()
+
+    def begin_transaction(self) -> None:
+        self._txn_manager().begin()
+
+    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int],
+                                          group: ConsumerGroupMetadata | str) -> None:
+        """Commit a consumer group's next offsets (``tp -> offset``) as part of the transaction (KIP-98/447)."""
+        meta = ConsumerGroupMetadata(group) if isinstance(group, str) else group
+        await self._txn_manager().send_offsets(offsets, meta)
+
+    async def commit_transaction(self) -> None:
+        """Flush the transaction's records, then EndTxn(commit). A record that failed leaves the producer in
+        ABORTABLE_ERROR and raises its error (no EndTxn sent); retrying after a timeout resends EndTxn."""
+        txn = self._txn_manager()
+        if txn.state is not TxnState.COMMITTING:  # (COMMITTING: a retry after a timeout resends EndTxn)
+            txn.require(TxnState.IN_TRANSACTION)
+            txn.state = TxnState.COMMITTING
+            await self.flush()
+            txn.require(TxnState.COMMITTING)  # a record failed: raises its error, nothing was sent
+        txn.commit_sent = True
+        await txn.end(True)
+
+    async def abort_transaction(self) -> None:
+        """Fail the records not yet sent, wait for those in flight, EndTxn(abort); bump the epoch if a record
+        failed (KIP-360: InitProducerId with the current id and epoch)."""
+        txn = self._txn_manager()
+        txn.require(TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, TxnState.ABORTING)
+        txn.state = TxnState.ABORTING
+        self._abort_undrained(Errors.KafkaError("the transaction was aborted"))
+        await self.flush()
+        txn.require(TxnState.ABORTING)
+        await txn.end(False)
+        if txn.epoch_bump_required:
+            await txn.init(bump=True)
+
+    def _abort_undrained(self, exc: BaseException) -> None:
+        """Java's RecordAccumulator.abortUndrainedBatches: batches not in flight fail now."""
+        for tp, q in self._queues.items():
+            keep = [q[0]] if q and tp in self._in_flight else []
+            for b in list(q)[len(keep):]:
+                if b.closed and self.txn is not None:
+                    self.txn.epoch_bump_required = True  # it had a sequence number: the broker may expect it
+                for f, _ in b.futures:
+                    if not f.done():
+                        f.set_exception(exc)
+            q.clear()
+            q.extend(keep)
+        self._wakeup.set()
+
     async def flush(self) -> None:
         """Send everything buffered now and wait for all of it to complete (successfully or not)."""
         futs = [f for q in self._queues.values() for b in q for f, _ in b.futures]
@@ -304,6 +386,8 @@ class Producer:
                 for f, _ in b.futures:
                     if not f.done():
                         f.set_exception(Errors.KafkaConnectionError("producer closed"))
+        if self.txn is not None:
+            await self.txn.close()
         if self._owns:
             await self.cluster.close()
 
@@ -407,7 +491,7 @@ class Producer:
             return
         if self.idempotent:
             seq = self._next_seq.get(b.tp, 0)
-            b.builder.set_producer_state(self.producer_id, self.producer_epoch, seq, False)
+            b.builder.set_producer_state(self.producer_id, self.producer_epoch, seq, self.txn is not None)
             b.base_sequence = seq
             self._next_seq[b.tp] = (seq + b.count) & 0x7FFFFFFF
         b.builder.close()
@@ -428,7 +512,7 @@ class Producer:
                 kw["topic_id"] = self.cluster.topic_id(name)
             data.append(ProduceRequest.TopicProduceData(**kw))
         return ProduceRequest(
-            transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms, topic_data=data
+            transactional_id=self.txn.transactional_id if self.txn else None, acks=self.acks, timeout_ms=self.request_timeout_ms, topic_data=data
         )
 
     async def _send_to(self, leader: int, batches: list[_Batch]) -> None:
@@ -437,6 +521,8 @@ class Producer:
             version = self.produce_version if self.produce_version is not None else conn.versions.get(PRODUCE)
             if version is None:
                 raise Errors.UnsupportedVersionError("Produce")
+            if self.txn is not None and self.produce_version is None:
+                version = min(version, PRODUCE_MAX_VERSION_TXN)
             if self.idempotent and version < 3:
                 raise Errors.UnsupportedVersionError("idempotence needs Produce v3+")
             resp = await conn.request(self._produce_request(version, batches), version, self.request_timeout_ms / 1000 + 5)
@@ -506,6 +592,8 @@ class Producer:
         self._done(b)
 
     def _finish(self, batches: list[_Batch], exc: BaseException) -> None:
+        if self.txn is not None and batches:
+            self.txn.batch_failed(exc)
         for b in batches:
             for fut, _ in b.futures:
                 if not fut.done():

@@ -54,12 +54,21 @@ def _cases(d) -> dict[str, str]:  # noqa: ANN001
     h = H("skipped-but-proven").send(0, 1, 0).send(1, 2, 0).poll(2, [(0, 1)])
     h.lines[-1] = h.lines[-1][:25]
     h.write(d / "skipped-but-proven.jsonl")
+    # transactional runs (issue 20): clean (aborts, info txns, consume-transform-produce), a torn read, a G1c
+    # cycle (both invalid), a G0 cycle under ww_deps (found, acceptable)
+    from history import write_jsonl
+    from reports import synth
+
+    write_jsonl(synth.generate_txn("txn-clean", seed=5, n_ops=400), str(d / "txn-clean.jsonl"))
+    for kind in ("torn", "G1c", "G0"):
+        write_jsonl(synth.with_txn_anomaly(synth.generate_txn(f"txn-{kind}", seed=5, n_ops=400), kind),
+                    str(d / f"txn-{kind}.jsonl"))
     (d / "empty.jsonl").write_bytes(b"")
     (d / "empty.parquet").write_bytes(b"")
     (d / "garbage.parquet").write_bytes(b"PAR1 this is not parquet")
     return {"unmatched": 0, "info": 0, "stale": 1, "past": 0, "cascade": 0, "big": 0, "huge": 1, "deep": 0,
             "info-poll": 0, "unmatched-poll": 0, "fail-poll": 1, "acks1": 0, "skipped-poll": 2, "skipped-assign": 2,
-            "skipped-but-proven": 1, "empty.jsonl": 2, "empty.parquet": 2, "garbage.parquet": 2}
+            "skipped-but-proven": 1, "txn-clean": 0, "txn-torn": 1, "txn-G1c": 1, "txn-G0": 0, "empty.jsonl": 2, "empty.parquet": 2, "garbage.parquet": 2}
 
 
 def test_spark_and_cli_agree_on_every_case(tmp_path):

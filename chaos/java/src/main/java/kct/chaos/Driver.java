@@ -128,6 +128,13 @@ public final class Driver {
                 case "poll": poll(cmd, reply); break;
                 case "commit": commit(cmd); break;
                 case "end_offsets": endOffsets(cmd, reply); break;
+                case "positions": positions(reply); break;
+                case "rewind": rewind(); break;
+                case "txn_init": producer().initTransactions(); break;
+                case "txn_begin": producer().beginTransaction(); break;
+                case "txn_send_offsets": producer().sendOffsetsToTransaction(offsets(cmd), consumer().groupMetadata()); break;
+                case "txn_commit": producer().commitTransaction(); break;
+                case "txn_abort": producer().abortTransaction(); break;
                 case "close": close(); break;
                 default: throw new IllegalArgumentException("unknown op " + op);
             }
@@ -276,11 +283,44 @@ public final class Driver {
     }
 
     @SuppressWarnings("unchecked")
-    private void commit(Map<String, Object> cmd) {
+    private static Map<TopicPartition, OffsetAndMetadata> offsets(Map<String, Object> cmd) {
         Map<TopicPartition, OffsetAndMetadata> offsets = new LinkedHashMap<>();
         for (Map.Entry<String, Object> e : ((Map<String, Object>) cmd.get("offsets")).entrySet()) {
             offsets.put(tp(e.getKey()), new OffsetAndMetadata(toLong(e.getValue())));
         }
+        return offsets;
+    }
+
+    /** The consumer's position per assigned partition (past control records: what a read_committed reader reached). */
+    private void positions(Map<String, Object> reply) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        for (TopicPartition tp : consumer().assignment()) {
+            m.put(tp.topic() + "/" + tp.partition(), consumer().position(tp));
+        }
+        reply.put("positions", m);
+    }
+
+    /** Back to the group's committed offsets (the beginning where none): after an aborted transaction, an
+     *  exactly-once application reads its input again from what was committed. */
+    private void rewind() {
+        KafkaConsumer<byte[], byte[]> c = consumer();
+        Map<TopicPartition, OffsetAndMetadata> committed = c.committed(c.assignment());
+        List<TopicPartition> none = new ArrayList<>();
+        for (TopicPartition tp : c.assignment()) {
+            OffsetAndMetadata o = committed.get(tp);
+            if (o == null) {
+                none.add(tp);
+            } else {
+                c.seek(tp, o.offset());
+            }
+        }
+        if (!none.isEmpty()) {
+            c.seekToBeginning(none);
+        }
+    }
+
+    private void commit(Map<String, Object> cmd) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = offsets(cmd);
         if (Boolean.TRUE.equals(cmd.get("async"))) {
             consumer().commitAsync(offsets, (o, e) -> {
                 if (e != null) {
