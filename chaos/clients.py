@@ -469,33 +469,6 @@ def _split(key: str) -> tuple[str, int]:
     return topic, int(part)
 
 
-def make_client(name: str, cfg: ClientConfig) -> QueueClient:
-    """A client of the named stack (`CLIENTS`)."""
-    if name == "kafka-python":
-        return KafkaPythonClient(cfg)
-    if name == "confluent":
-        return ConfluentClient(cfg)
-    if name == "reference":
-        return ReferenceClient(cfg)
-    if name == "java":
-        from .java.driver import JavaClient
-
-        return JavaClient(cfg)
-    raise ValueError(f"unknown client {name!r}; choose from {', '.join(CLIENTS)}")
-
-
-def check_client(name: str, cfg: ClientConfig) -> None:
-    """Before a run: can this stack run with these settings? Raises ValueError saying what it refuses. The Java
-    client is built if needed and constructs its producer and consumer (config, SSL, SASL errors surface here,
-    not minutes later in a worker thread); the Python stacks check their settings as they connect."""
-    if name not in CLIENTS:
-        raise ValueError(f"unknown client {name!r}; choose from {', '.join(CLIENTS)}")
-    if name == "java":
-        from .java.driver import check_settings
-
-        check_settings(cfg)
-
-
 def parse_client_settings(pairs: Sequence[str]) -> dict[str, str]:
     """--client-config key=value pairs; only Kafka security settings pass (security.protocol, sasl.*, ssl.*)."""
     out: dict[str, str] = {}

@@ -37,7 +37,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clients import ClientConfig, Definite, Indefinite, QueueClient, make_client
+from .client_stacks import make_client
+from .clients import ClientConfig, Definite, Indefinite, QueueClient
 
 
 @dataclass

@@ -44,9 +44,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .client_stacks import make_txn_client
 from .clients import ClientConfig
 from .queue import Stats
-from .txn_clients import TxnClient, make_txn_client
+from .txn_clients import TxnClient
 
 
 @dataclass

@@ -204,15 +204,3 @@ def _rdkafka_debug() -> dict[str, str]:
     return {"debug": d} if d else {}
 
 
-def make_txn_client(name: str, cfg: ClientConfig) -> TxnClient:
-    """A transactional client of the named stack (TXN_CLIENTS)."""
-    if name == "reference":
-        return ReferenceTxnClient(cfg)
-    if name == "confluent":
-        return ConfluentTxnClient(cfg)
-    if name == "java":
-        from .java.driver import JavaTxnClient
-
-        return JavaTxnClient(cfg)
-    raise ValueError(f"--workload txn needs a client stack that does transactions: {', '.join(TXN_CLIENTS)} "
-                     f"(not {name!r})")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.clients import ClientConfig, make_client
+from chaos.client_stacks import make_client
+from chaos.clients import ClientConfig
 from conformance.clients import consumer as conformance_consumer
 from fixtures.reference import ReferenceTarget
 from history import Recorder, read

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from chaos.cli import main
-from chaos.clients import ClientConfig, Definite, Indefinite, make_client
+from chaos.client_stacks import make_client
+from chaos.clients import ClientConfig, Definite, Indefinite
 from chaos.java.build import BuildError, DriverBuild, ensure_driver
 from chaos.java.driver import JavaClient, JavaDriver, live_drivers
 from chaos.run import RunOptions, run
