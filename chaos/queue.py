@@ -12,7 +12,7 @@ missing from that final read (below what was read) is a lost write.
 Operations (the history contract, history/schema.py)
 ====================================================
 - producer ``send`` invoke ``{topic, partition, key, value}``; ``ok`` adds ``offset``; ``fail`` when the broker's
-  answer proves nothing was appended (the producer never retries: clients.DEFINITE_SEND_ERRORS); ``info``
+  answer proves nothing was appended (the producer never retries: clients.definite_send_errors(acks)); ``info``
   otherwise, a timed-out send included (it may be appended later).
 - consumer ``assign`` / ``subscribe`` once at start (and after each reset); ``poll`` invoke ``{}``, ``ok``
   ``{records, positions?}`` (positions: every client stack, with assign only), ``fail`` on an error;

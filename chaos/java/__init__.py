@@ -34,7 +34,7 @@ raised (null when Kafka has no code for it).
 
 How outcomes reach the history (chaos/queue.py records; driver.py classifies like clients.py)
 ==============================================================================================
-- send ok → ``ok`` with the offset; ``appended: false`` or an error in clients.DEFINITE_SEND_ERRORS → ``fail``
+- send ok → ``ok`` with the offset; ``appended: false`` or an error in clients.definite_send_errors(acks) → ``fail``
   (the producer runs with retries=0, so one answer is about the one attempt); anything else (the Java client's
   request or delivery timeout, a lost connection) → ``info``.
 - The JVM dies (killed, crashed) or gives no completion within a guard well beyond the Java client's own timeouts

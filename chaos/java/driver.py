@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos.clients import DEFINITE_SEND_ERRORS, ClientConfig, Definite, Indefinite, QueueClient, Record
+from chaos.clients import ClientConfig, Definite, Indefinite, QueueClient, Record, definite_send_errors
 from chaos.txn_clients import TxnClient
 
 # The project's process supervisor's dead man's switch: if this Python process is SIGKILLed while a JVM is stopped
@@ -348,7 +348,7 @@ class JavaClient(QueueClient):
         err = f"{r.get('error') or ''}: {r.get('exception', '')}"
         if r.get("appended") is False:
             raise Definite(f"not sent (KafkaProducer.send failed before the accumulator) {err}")
-        if r.get("error") in DEFINITE_SEND_ERRORS:
+        if r.get("error") in definite_send_errors(self.cfg.acks):
             raise Definite(err)
         raise Indefinite(err)
 

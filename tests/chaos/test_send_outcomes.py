@@ -1,0 +1,35 @@
+"""Which producer errors prove that nothing was appended: the history's `fail` vs `info` for a send.
+
+With acks=all, Kafka completes a parked produce with NOT_LEADER_OR_FOLLOWER when leadership moves before the ISR
+acknowledged, although the records are already in the log (ReplicaManager completing delayed produces on becoming a
+follower; Partition.checkEnoughReplicasReachOffset). A chaos matrix run (reference cluster, isolate-controller, Java
+client) read such a value back, and the checker, told the send `fail`ed, reported an aborted read (G1a)."""
+from __future__ import annotations
+
+import kafka.errors as KE
+import pytest
+
+from chaos.clients import Definite, Indefinite, classify, definite_send_errors
+
+
+@pytest.mark.parametrize("exc", [KE.NotLeaderForPartitionError()])
+def test_not_leader_with_acks_all_is_unknown_outcome(exc: Exception) -> None:
+    assert isinstance(classify(exc, -1), Indefinite)
+    assert isinstance(classify(exc, 1), Definite), "with acks=1 the leader answers at its append: nothing appended"
+
+
+def test_refusals_before_the_append_stay_definite_with_acks_all() -> None:
+    assert isinstance(classify(KE.NotEnoughReplicasError(), -1), Definite)
+    assert isinstance(classify(KE.UnknownTopicOrPartitionError(), -1), Definite)
+    assert isinstance(classify(KE.NotEnoughReplicasAfterAppendError(), -1), Indefinite)
+    assert {"NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION"}.isdisjoint(definite_send_errors(-1))
+    assert "NOT_LEADER_OR_FOLLOWER" in definite_send_errors(1)
+
+
+def test_confluent_error_names_classify_the_same() -> None:
+    from confluent_kafka import KafkaError
+
+    from chaos.clients import _ConfluentErr
+
+    err = _ConfluentErr(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+    assert isinstance(classify(err, -1), Indefinite) and isinstance(classify(err, 1), Definite)
