@@ -560,6 +560,11 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     if not result.final.get("complete", False) and result.exit_code == EXIT_VALID:
         result.exit_code = EXIT_NOT_RUN
         result.message = f"final read incomplete: {result.final} {result.message}"
+    elif not result.final.get("complete", False) and result.exit_code == EXIT_ANOMALIES \
+            and only_unproven_without_final_read(result.verdict):
+        result.exit_code = EXIT_NOT_RUN
+        result.message = (f"final read incomplete: {result.final}; unseen writes are not proven without it "
+                          f"{result.message}")
     if opts.html:
         result.html = write_run_page(path, opts.out / f"{run_id}.html", result.verdict)
     (opts.out / f"{run_id}.result.json").write_text(json.dumps(
@@ -621,6 +626,21 @@ def await_isr_recovery(bootstrap: str, topic: str, timeout_s: float) -> dict[str
     if missing is None and error:
         out["error"] = error
     return out
+
+
+# "unseen" (acknowledged, above everything any poll read) rests on the final read reaching the end: when it could
+# not (e.g. a Tansu cluster that answered no ListOffsets after a kill), the run is not a verdict on it.
+UNPROVEN_WITHOUT_FINAL_READ = frozenset({"unseen"})
+
+
+def only_unproven_without_final_read(verdict: dict[str, Any] | None) -> bool:
+    """True when every anomaly that made the run invalid rests on a final read that did not complete."""
+    if not verdict or "anomalies" not in verdict:
+        return False
+    bad = set(verdict["anomalies"].get("bad", []))
+    illegal = any(v.get("verdict") == "illegal" for v in (verdict.get("linearizability") or {}).values()
+                  if isinstance(v, dict))
+    return bool(bad) and bad <= UNPROVEN_WITHOUT_FINAL_READ and not illegal
 
 
 def check_history(path: Path, budget: float) -> tuple[dict[str, Any] | None, int]:

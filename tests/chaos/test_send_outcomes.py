@@ -1,4 +1,5 @@
-"""Which producer errors prove that nothing was appended: the history's `fail` vs `info` for a send.
+"""Which producer errors prove that nothing was appended (the history's `fail` vs `info` for a send), and which
+anomalies a run cannot prove when its final read did not complete.
 
 With acks=all, Kafka completes a parked produce with NOT_LEADER_OR_FOLLOWER when leadership moves before the ISR
 acknowledged, although the records are already in the log (ReplicaManager completing delayed produces on becoming a
@@ -33,3 +34,18 @@ def test_confluent_error_names_classify_the_same() -> None:
 
     err = _ConfluentErr(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
     assert isinstance(classify(err, -1), Indefinite) and isinstance(classify(err, 1), Definite)
+
+
+def test_unseen_is_not_a_verdict_when_the_final_read_did_not_complete() -> None:
+    """A Tansu run of the chaos matrix (kill, confluent) ended with 'no end offsets before the deadline' and was
+    reported INVALID for 20 unseen writes: their absence from reads that never came proves nothing."""
+    from chaos.run import only_unproven_without_final_read
+
+    lin_ok = {"partition-log": {"verdict": "ok"}, "committed-offsets": {"verdict": "ok"}}
+    assert only_unproven_without_final_read({"anomalies": {"bad": ["unseen"]}, "linearizability": lin_ok})
+    assert not only_unproven_without_final_read({"anomalies": {"bad": ["unseen", "lost-write"]},
+                                                 "linearizability": lin_ok})
+    assert not only_unproven_without_final_read({"anomalies": {"bad": ["unseen"]}, "linearizability": {
+        "partition-log": {"verdict": "illegal"}}})
+    assert not only_unproven_without_final_read({"anomalies": {"bad": []}, "linearizability": lin_ok})
+    assert not only_unproven_without_final_read(None)
