@@ -50,6 +50,17 @@ def _topic(bootstrap: str, partitions: int = 2) -> str:
     async def create() -> None:
         async with Admin(bootstrap) as admin:
             await admin.create_topics([NewTopic(name, partitions)])
+            # Ready = every partition's leader answers: Kafka's leaders learn of a new topic from the metadata log
+            # a moment after CreateTopics answers (a first transactional send got NOT_LEADER_OR_FOLLOWER).
+            deadline = asyncio.get_running_loop().time() + 15
+            while True:
+                try:
+                    await admin.latest_offsets([TopicPartition(name, i) for i in range(partitions)])
+                    return
+                except Errors.KafkaError:
+                    if asyncio.get_running_loop().time() > deadline:
+                        raise
+                    await asyncio.sleep(0.1)
 
     run(create())
     return name
