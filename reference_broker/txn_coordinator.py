@@ -326,19 +326,24 @@ class TransactionCoordinator:
             return PRODUCER_FENCED
         return NONE
 
+    def _changeable(self, txn_id: str, producer_id: int, epoch: int) -> tuple[int, Any]:
+        """The checks AddPartitionsToTxn and EndTxn share before they change a transaction: a transactional id,
+        its metadata here, this producer's id and epoch, no state write in flight."""
+        if not txn_id:
+            return E.InvalidRequestError.errno, None
+        err, m = self._lookup(txn_id)
+        if not err:
+            err = self._check_producer(m, producer_id, epoch)
+        if not err and m.pending is not None:
+            err = CONCURRENT_TRANSACTIONS
+        return err, m
+
     async def add_partitions(self, txn_id: str, producer_id: int, epoch: int, tps: set[TP]) -> int:
         """handleAddPartitionsToTransaction: the partitions join the transaction (it starts if none is open)."""
-        if not txn_id:
-            return E.InvalidRequestError.errno
-        err, m = self._lookup(txn_id)
-        if err:
-            return err
-        err = self._check_producer(m, producer_id, epoch)
+        err, m = self._changeable(txn_id, producer_id, epoch)
         if err:
             return err
         assert m is not None
-        if m.pending is not None:
-            return CONCURRENT_TRANSACTIONS
         if m.state in (PREPARE_COMMIT, PREPARE_ABORT) and not self.faults.on("txn.no_concurrent_check"):
             return CONCURRENT_TRANSACTIONS
         if m.state == ONGOING and tps <= m.partitions:
@@ -368,17 +373,10 @@ class TransactionCoordinator:
     # -- EndTxn and the markers (endTransaction, TransactionMarkerChannelManager) ------------------------------
 
     async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> int:
-        if not txn_id:
-            return E.InvalidRequestError.errno
-        err, m = self._lookup(txn_id)
-        if err:
-            return err
-        err = self._check_producer(m, producer_id, epoch)
+        err, m = self._changeable(txn_id, producer_id, epoch)
         if err:
             return err
         assert m is not None
-        if m.pending is not None:
-            return CONCURRENT_TRANSACTIONS
         if m.state == ONGOING:
             return await self._prepare_end(m, commit)
         wanted = {True: (COMPLETE_COMMIT, PREPARE_COMMIT), False: (COMPLETE_ABORT, PREPARE_ABORT)}[commit]
