@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,7 +162,7 @@ class KafkaPythonClient(QueueClient):
         self._assigned = False  # manual assignment: the positions before a poll are where it reads from
 
     def _kw(self) -> dict[str, Any]:
-        return {k.replace(".", "_"): v for k, v in self.cfg.extra.items()}
+        return kafka_python_settings(self.cfg.extra)
 
     def send(self, topic: str, partition: int, key: str, value: int) -> int:
         from kafka import KafkaProducer
@@ -494,6 +495,46 @@ def parse_client_settings(pairs: Sequence[str]) -> dict[str, str]:
             raise ValueError(f"--client-config {k}: only security.protocol, sasl.* and ssl.* pass through")
         out[k] = v
     return out
+
+
+# --client-config takes the Kafka clients' names (librdkafka's and Java's); kafka-python (the admin that creates the
+# workload topic, and the kafka-python stack) spells them differently or not at all.
+_KAFKA_PYTHON_NAMES = {
+    "security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism", "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
+    "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile", "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password", "ssl.crl.location": "ssl_crlfile", "ssl.cipher.suites": "ssl_ciphers",
+}
+_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def kafka_python_settings(extra: Mapping[str, str]) -> dict[str, Any]:
+    """--client-config in kafka-python's names; a setting it cannot express is a clear error, not 30 s of retries.
+
+    Java's PEM truststore and JAAS PLAIN/SCRAM login translate; a JKS store has no kafka-python form, so a TLS or SASL
+    run that gives only Java's names must also give the librdkafka ones (ssl.ca.location, sasl.username...)."""
+    out: dict[str, Any] = {}
+    unknown = []
+    for k, v in extra.items():
+        if k in _KAFKA_PYTHON_NAMES:
+            out[_KAFKA_PYTHON_NAMES[k]] = v.upper() if k == "security.protocol" else v
+        elif k == "ssl.endpoint.identification.algorithm":
+            out["ssl_check_hostname"] = v.lower() == "https"
+        elif k == "sasl.jaas.config":
+            fields = dict(_JAAS_FIELD.findall(v))
+            out.setdefault("sasl_plain_username", fields.get("username"))
+            out.setdefault("sasl_plain_password", fields.get("password"))
+        elif k == "ssl.truststore.location" and extra.get("ssl.truststore.type", "").upper() == "PEM":
+            out.setdefault("ssl_cafile", v)
+        elif k != "ssl.truststore.type":
+            unknown.append(k)
+    protocol = out.get("security_protocol", "PLAINTEXT")
+    if unknown and protocol != "PLAINTEXT" and not ({"ssl_cafile", "sasl_plain_username"} & out.keys()):
+        raise ValueError(f"kafka-python (it creates the workload topic) has no equivalent of {', '.join(sorted(unknown))}"
+                         f" for {protocol}: add the librdkafka names too (ssl.ca.location=PEM file, "
+                         "ssl.certificate.location, ssl.key.location, sasl.username, sasl.password)")
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def settings_summary(cfg: ClientConfig) -> Mapping[str, Any]:

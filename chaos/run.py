@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .client_stacks import check_client
-from .clients import ClientConfig, settings_summary
+from .clients import ClientConfig, kafka_python_settings, settings_summary
 from .nemesis import Context, NemesisRunner, ScheduleSpec, Step, generate
 from .nemesis.schedule import NEMESES
 from .queue import QueueSpec, QueueWorkload
@@ -273,14 +273,19 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication: int, 
                  timeout_s: float = 30.0) -> None:
     """Create the workload topic (idempotent), retrying while a fresh cluster elects leaders."""
     from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import TopicAlreadyExistsError
+    from kafka.errors import KafkaConfigurationError, TopicAlreadyExistsError
 
+    try:
+        settings = kafka_python_settings(extra)
+    except ValueError as e:
+        raise RunError(str(e)) from e
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=5000,
-                                     **{k.replace(".", "_"): v for k, v in extra.items()})
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=5000, **settings)
+        except KafkaConfigurationError as e:  # a setting, not the cluster: retrying cannot help
+            raise RunError(f"could not create topic {topic}: kafka-python refuses the client settings: {e}") from e
         except Exception as e:  # noqa: BLE001 - not up yet
             last = e
             time.sleep(0.5)
@@ -391,6 +396,10 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
                        f"(not {opts.client})")
     check_client(opts.client, ClientConfig(bootstrap=opts.bootstrap or "127.0.0.1:9", acks=opts.acks,
                                            commit=opts.commit, extra=opts.client_extra))  # before any cluster
+    try:
+        kafka_python_settings(opts.client_extra)  # the topic's admin speaks them too: refuse before any cluster
+    except ValueError as e:
+        raise RunError(str(e)) from e
     wanted = set(opts.nemeses) if opts.schedule == "random" else FIXED_SCHEDULES.get(opts.schedule, set())
     target: Any = None
     proxies = None
