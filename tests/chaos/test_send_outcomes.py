@@ -36,6 +36,18 @@ def test_confluent_error_names_classify_the_same() -> None:
     assert isinstance(classify(err, -1), Indefinite) and isinstance(classify(err, 1), Definite)
 
 
+def test_every_stack_names_the_size_and_topic_refusals_definite() -> None:
+    """kafka-python and librdkafka spell Kafka's MESSAGE_TOO_LARGE / INVALID_TOPIC_EXCEPTION their own way; before,
+    those sends were recorded `info` (unknown) on those stacks and `fail` on the Java one."""
+    from confluent_kafka import KafkaError
+
+    from chaos.clients import _ConfluentErr
+
+    for exc in (KE.MessageSizeTooLargeError(), KE.InvalidTopicError(), _ConfluentErr(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)),
+                _ConfluentErr(KafkaError(KafkaError.TOPIC_EXCEPTION))):
+        assert isinstance(classify(exc, -1), Definite), exc
+
+
 def test_unseen_is_not_a_verdict_when_the_final_read_did_not_complete() -> None:
     """A Tansu run of the chaos matrix (kill, confluent) ended with 'no end offsets before the deadline' and was
     reported INVALID for 20 unseen writes: their absence from reads that never came proves nothing."""
