@@ -43,8 +43,8 @@ def test_every_stack_names_the_size_and_topic_refusals_definite() -> None:
 
     from chaos.clients import _ConfluentErr
 
-    for exc in (KE.MessageSizeTooLargeError(), KE.InvalidTopicError(), _ConfluentErr(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)),
-                _ConfluentErr(KafkaError(KafkaError.TOPIC_EXCEPTION))):
+    for exc in (KE.MessageSizeTooLargeError(), KE.InvalidTopicError(),
+                _ConfluentErr(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)), _ConfluentErr(KafkaError(KafkaError.TOPIC_EXCEPTION))):
         assert isinstance(classify(exc, -1), Definite), exc
 
 
