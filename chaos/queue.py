@@ -39,6 +39,7 @@ from typing import Any
 
 from .client_stacks import make_client
 from .clients import ClientConfig, Definite, Indefinite, QueueClient
+from .workers import Workers
 
 
 @dataclass
@@ -91,9 +92,9 @@ class QueueWorkload:
         self.seed = seed
         self.factory = client_factory
         self.stats = Stats()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self.errors: list[str] = []
+        self._workers = Workers()
+        self._stop = self._workers.stopping
+        self.errors = self._workers.errors
 
     @property
     def keys(self) -> list[tuple[str, int]]:
@@ -102,30 +103,13 @@ class QueueWorkload:
     # -- lifecycle
     def start(self) -> None:
         for i in range(self.spec.producers):
-            self._spawn(f"producer-{i}", self._producer, i)
+            self._workers.spawn(f"producer-{i}", self._producer, i)
         for j in range(self.spec.consumers):
-            self._spawn(f"consumer-{j}", self._consumer, self.spec.producers + j)
-
-    def _spawn(self, name: str, fn: Callable[[int], None], process: int) -> None:
-        def guarded() -> None:
-            try:
-                fn(process)
-            except Exception as e:  # noqa: BLE001 - a worker dying must not hang the run; reported
-                self.errors.append(f"{name}: {type(e).__name__}: {e}")
-
-        t = threading.Thread(target=guarded, name=name, daemon=True)
-        self._threads.append(t)
-        t.start()
+            self._workers.spawn(f"consumer-{j}", self._consumer, self.spec.producers + j)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Ask every worker to finish its current operation and wait (bounded)."""
-        self._stop.set()
-        deadline = time.monotonic() + timeout_s
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in self._threads if t.is_alive()]
-        if alive:
-            self.errors.append(f"workers still running after {timeout_s:.0f}s: {alive}")
+        self._workers.stop(timeout_s)
 
     # -- producers
     def _producer(self, process: int) -> None:

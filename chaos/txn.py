@@ -48,6 +48,7 @@ from .client_stacks import make_txn_client
 from .clients import ClientConfig
 from .queue import Stats
 from .txn_clients import TxnClient
+from .workers import Workers
 
 
 @dataclass
@@ -97,9 +98,9 @@ class TxnWorkload:
         self.seed = seed
         self.factory = client_factory
         self.stats = Stats()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self.errors: list[str] = []
+        self._workers = Workers()
+        self._stop = self._workers.stopping
+        self.errors = self._workers.errors
         self.counts = {"committed": 0, "aborted": 0, "failed": 0, "unknown": 0}
         self._lock = threading.Lock()
 
@@ -116,31 +117,15 @@ class TxnWorkload:
     def start(self) -> None:
         s = self.spec
         for i in range(s.producers):
-            self._spawn(f"txn-producer-{i}", self._producer, i)
+            self._workers.spawn(f"txn-producer-{i}", self._producer, i)
         for j in range(s.transformers):
-            self._spawn(f"transformer-{j}", self._transformer, s.producers + j)
+            self._workers.spawn(f"transformer-{j}", self._transformer, s.producers + j)
         for k in range(s.consumers):
-            self._spawn(f"consumer-{k}", self._consumer, s.producers + s.transformers + k)
-
-    def _spawn(self, name: str, fn: Callable[[int], None], process: int) -> None:
-        def guarded() -> None:
-            try:
-                fn(process)
-            except Exception as e:  # noqa: BLE001 - a worker dying must not hang the run; reported
-                self.errors.append(f"{name}: {_error(e)}")
-
-        t = threading.Thread(target=guarded, name=name, daemon=True)
-        self._threads.append(t)
-        t.start()
+            self._workers.spawn(f"consumer-{k}", self._consumer, s.producers + s.transformers + k)
 
     def stop(self, timeout_s: float = 45.0) -> None:
-        self._stop.set()
-        deadline = time.monotonic() + timeout_s
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in self._threads if t.is_alive()]
-        if alive:
-            self.errors.append(f"workers still running after {timeout_s:.0f}s: {alive}")
+        """Ask every worker to finish its current operation and wait (bounded)."""
+        self._workers.stop(timeout_s)
 
     def _count(self, outcome: str, kind: str) -> None:
         with self._lock:

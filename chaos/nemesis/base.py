@@ -82,6 +82,23 @@ class Fault:
     stop: Callable[[], Any]
 
 
+def kill_until_stop(kind: str, params: dict[str, Any], ctx: Context, choose: Callable[[], int]) -> Fault:
+    """SIGKILL the node `choose()` names when the fault starts (a leader or follower is only known then), restart
+    it when the fault stops; `choose` records what it chose in `params`."""
+    killed: list[int] = []
+
+    def start() -> None:
+        node = choose()
+        ctx.target.kill_broker(node)
+        killed.append(node)
+
+    def stop() -> None:
+        while killed:
+            ctx.target.restart(killed.pop())
+
+    return Fault(kind, params, start, stop)
+
+
 @dataclass(frozen=True)
 class PlanInput:
     """What a plan may choose from, known without a running target."""

@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 from ..kafka_meta import partition_replicas
-from .base import Context, Fault, PlanInput
+from .base import Context, Fault, PlanInput, kill_until_stop
 
 
 class KillFollowerNemesis:
@@ -17,18 +17,11 @@ class KillFollowerNemesis:
         return {"topic": (list(where.topics) or ["chaos-queue"])[0], "partition": 0}
 
     def bind(self, params: dict[str, Any], ctx: Context) -> Fault:
-        killed: list[int] = []
         live = dict(params)
 
-        def start() -> None:
+        def choose() -> int:
             leader, replicas = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"])
-            follower = next(r for r in replicas if r != leader)
-            live["leader"], live["broker"] = leader, follower
-            ctx.target.kill_broker(follower)
-            killed.append(follower)
+            live["leader"], live["broker"] = leader, next(r for r in replicas if r != leader)
+            return live["broker"]
 
-        def stop() -> None:
-            while killed:
-                ctx.target.restart(killed.pop())
-
-        return Fault(self.kind, live, start, stop)
+        return kill_until_stop(self.kind, live, ctx, choose)

@@ -10,7 +10,7 @@ import random
 from typing import Any
 
 from ..kafka_meta import LAST_LEADER, partition_replicas
-from .base import Context, Fault, PlanInput
+from .base import Context, Fault, PlanInput, kill_until_stop
 
 
 class KillLeaderNemesis:
@@ -20,19 +20,13 @@ class KillLeaderNemesis:
         return {"topic": (list(where.topics) or ["chaos-queue"])[0], "partition": 0}
 
     def bind(self, params: dict[str, Any], ctx: Context) -> Fault:
-        killed: list[int] = []
         live = dict(params)
 
-        def start() -> None:
+        def choose() -> int:
             leader = LAST_LEADER.pop((params["topic"], params["partition"]), None)
             if leader is None:
                 leader, _ = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"])
             live["broker"] = leader
-            ctx.target.kill_broker(leader)
-            killed.append(leader)
+            return leader
 
-        def stop() -> None:
-            while killed:
-                ctx.target.restart(killed.pop())
-
-        return Fault(self.kind, live, start, stop)
+        return kill_until_stop(self.kind, live, ctx, choose)
