@@ -30,6 +30,7 @@ from typing import Any
 
 from .client_stacks import check_client
 from .clients import ClientConfig, kafka_python_settings, settings_summary
+from .control_socket import ControlSocketTarget
 from .nemesis import Context, NemesisRunner, ScheduleSpec, Step, generate
 from .nemesis.schedule import NEMESES
 from .queue import QueueSpec, QueueWorkload
@@ -218,43 +219,6 @@ def build_schedule(opts: RunOptions, brokers: list[int]) -> list[Step]:
     return steps
 
 
-class ControlSocketTarget:
-    """Process faults on a reference cluster someone else started, through the CONTROL socket it printed."""
-
-    name = "live"
-
-    def __init__(self, path: str, bootstrap: str) -> None:
-        self.path = path
-        self.bootstrap = bootstrap
-
-    def _call(self, action: str, node: int | None = None) -> str:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(120)
-            s.connect(self.path)
-            s.sendall(f"{action} {'' if node is None else node}\n".encode())
-            reply = s.makefile().readline().strip()
-        if reply.startswith("error"):
-            raise RuntimeError(f"control {action} {node}: {reply}")
-        return reply
-
-    @property
-    def broker_ids(self) -> list[int]:
-        pids = json.loads(self._call("status"))["pids"]
-        return sorted(int(k.removeprefix("broker-")) for k in pids if k.removeprefix("broker-").isdigit())
-
-    def kill_broker(self, b: int) -> None:
-        self._call("kill", b)
-
-    def pause_broker(self, b: int) -> None:
-        self._call("pause", b)
-
-    def resume_broker(self, b: int) -> None:
-        self._call("resume", b)
-
-    def restart(self, b: int) -> None:
-        self._call("restart", b)
-
-
 @dataclass
 class RunResult:
     exit_code: int
@@ -385,6 +349,20 @@ def plan_only(opts: RunOptions) -> list[Step]:
     return build_schedule(opts, brokers)
 
 
+def _guard(opts: RunOptions, run_id: str, bootstrap: str, target: Any, proxies: Any) -> tuple[Any, Any, Any]:
+    """A live cluster's faults journalled to a guardian process (chaos/guardian.py), which undoes what a crashed
+    run left applied; a cluster the run started dies with it instead (the supervisor's watchdog)."""
+    from .guardian import GuardedProxies, GuardedTarget, Guardian
+
+    spec: dict[str, Any] = {"bootstrap": bootstrap, "control": opts.control, "proxy_api": opts.proxy_api}
+    if target is not None and hasattr(target, "templates"):
+        spec["templates"] = dict(target.templates)
+        spec["brokers"] = {str(b): list(addr) for b, addr in target.brokers.items()}
+    guardian = Guardian(spec, opts.out / f"{run_id}.guardian.log")
+    return (GuardedTarget(target, guardian) if target is not None else None,
+            GuardedProxies(proxies, guardian) if proxies is not None else None, guardian)
+
+
 def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
     """Execute one run (see the module docstring); never leaves a fault or a process behind."""
     run_id = opts.run_id or f"chaos-{opts.seed}-{uuid.uuid4().hex[:6]}"
@@ -459,13 +437,18 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
             from .faults import ToxiproxyClient
 
             proxies, topology = ToxiproxyClient(target.proxy_api), target.topology
+    guardian = None
     try:
         brokers = list(target.broker_ids) if target is not None else []
         steps = build_schedule(opts, brokers or [1])
         if steps and target is None and wanted & PROCESS_FAULTS:
             raise RunError("process faults need a target")
+        if steps and started_here is None and (target is not None or proxies is not None):
+            target, proxies, guardian = _guard(opts, run_id, bootstrap, target, proxies)
         return _execute(opts, run_id, target_name, bootstrap, target, proxies, topology, steps, on_started)
     finally:
+        if guardian is not None:
+            guardian.close()
         if started_here is not None:
             started_here.stop()
             for data in sorted((opts.out / f"{run_id}.cluster").glob("**/data")):   # keep the broker logs
