@@ -26,8 +26,9 @@ AddPartitionsToTxn and a repeated EndTxn while markers are being written (Prepar
   PrepareAbort carry epoch + 1, the markers too) and answers the new producer id and epoch; an exhausted epoch
   rotates to a new producer id when the transaction completes; a retried EndTxn with the previous epoch answers
   the completed outcome; an abort needs no partition (Empty / Complete* → PrepareAbort). Internal aborts (timeout,
-  InitProducerId fencing an open transaction) use the cluster's level (``transaction.version``), as Kafka uses
-  ``txnManager.transactionVersionLevel()``: with 2 the fence bump is followed by the abort's own bump.
+  InitProducerId fencing an open transaction) bump the epoch once, the fence's bump, also for a TV2 transaction
+  (seen on Kafka 4.4.0: a TV2 transaction at epoch 0 timed out → CompleteAbort at epoch 1; fenced by InitProducerId
+  → the new instance at epoch 2).
 
 Deliberate difference (GAPS.md): records are JSON, not Kafka's TransactionLogKey/Value schemas.
 Narrow inputs only: config, clock, fault switches, the partitions of ``__transaction_state`` (the same interface
@@ -264,10 +265,6 @@ class TransactionCoordinator:
         return dataclasses.replace(m, partitions=set(changes.pop("partitions", m.partitions)),
                                    update_ms=self.clock.wall_ms(), pending=None, **changes)
 
-    @property
-    def tv(self) -> int:
-        """The cluster's finalized transaction.version (what internal aborts use)."""
-        return self.config["transaction.version"]
 
     # -- InitProducerId (handleInitProducerId / prepareInitProducerIdTransit) ---------------------------------
 
@@ -330,7 +327,7 @@ class TransactionCoordinator:
         if not (self.faults.on("txn.no_fencing") or m.failed_fence):
             m.producer_epoch = min(m.producer_epoch + 1, MAX_EPOCH)
         m.last_producer_epoch = -1
-        err = await self._prepare_end(m, commit=False, tv=self.tv, fence=True)
+        err = await self._prepare_end(m, commit=False)
         m.failed_fence = bool(err)
         return err
 
@@ -472,8 +469,7 @@ class TransactionCoordinator:
             return NONE, m.next_producer_id, 0
         return NONE, m.producer_id, m.producer_epoch
 
-    async def _prepare_end(self, m: TxnMetadata, commit: bool, tv: int = 0, fence: bool = False,
-                           empty: bool = False) -> int:
+    async def _prepare_end(self, m: TxnMetadata, commit: bool, tv: int = 0, empty: bool = False) -> int:
         """PrepareCommit / PrepareAbort (prepareAbortOrCommit). With ``tv`` 2 the epoch goes up by one (the markers
         carry it) and an exhausted epoch gets the next producer id for the completion; ``empty``: an abort with no
         partition (noPartitionAdded: the start time is now)."""
@@ -483,7 +479,7 @@ class TransactionCoordinator:
         if tv >= 2:
             changes["tv"] = tv
             if not self.faults.on("txn.no_epoch_bump"):
-                if m.epoch_exhausted and not fence:
+                if m.epoch_exhausted:
                     changes["next_producer_id"] = self.next_producer_id()
                 changes["producer_epoch"] = min(m.producer_epoch + 1, MAX_EPOCH)
                 changes["last_producer_epoch"] = m.producer_epoch
