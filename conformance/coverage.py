@@ -123,6 +123,9 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "txn.no_concurrent_check": ("TXN-CONCURRENT",),
     "txn.no_partition_verification": ("TXN-VERIFY-PARTITION",),
     "txn.markers_leader_only": ("TXN-MARKERS-FAILOVER",),
+    "txn.no_epoch_bump": ("TXN-TV2-EPOCH-BUMP",),
+    "txn.tv2_no_retry": ("TXN-TV2-RETRY",),
+    "txn.no_implicit_add": ("TXN-TV2-IMPLICIT-ADD",),
 }
 
 

@@ -9,8 +9,9 @@ are not plain ``send`` operations, and the suites' history is read by the queue 
 
 The protocol spoken is the classic one (KIP-98, KIP-447; KIP-890 part 1 server-side verification): explicit
 AddPartitionsToTxn (v3; v4+ is broker-to-broker), Produce v9, EndTxn v4, TxnOffsetCommit v3 — the versions pinned in
-``conformance.wire.VERSIONS``. (EndTxn v5 / Produce v12 opt into transaction protocol version 2, KIP-890 part 2,
-where the partition leader adds partitions itself and every EndTxn bumps the epoch.)
+``conformance.wire.VERSIONS``. EndTxn v5 / Produce v12 opt into transaction version 2 (KIP-890 part 2, where the
+partition leader adds partitions itself and every EndTxn bumps the epoch): ``send(version=12)`` and ``end_tv2``
+speak it for the checks about it, on targets that finalize ``transaction.version`` >= 2 (:func:`transaction_version`).
 
 Reading: :func:`read_committed` sends a Fetch with isolation_level 1 and keeps what a Java consumer keeps
 (``CompletedFetch``: the answer's aborted_transactions list, walked in offset order against the batches'
@@ -67,6 +68,16 @@ def txn_batch(payloads: Sequence[bytes | None], producer_id: int, producer_epoch
     for i, v in enumerate(payloads):
         b.append(i, timestamp=timestamp_ms + i, key=None, value=v, headers=[])
     return bytes(b.build())
+
+
+TRANSACTION_VERSION = "transaction.version"
+PRODUCE_TV2, END_TXN_TV2 = 12, 5            # the first versions of transaction version 2 (KIP-890 part 2)
+
+
+def transaction_version(w: Wire) -> int:
+    """The ``transaction.version`` the target finalized (ApiVersions v3+ finalized features; 0 when none): what a
+    Java client reads to choose transaction version 2 (TransactionManager.isTransactionV2Enabled)."""
+    return w.conn.finalized_features.get(TRANSACTION_VERSION, 0)
 
 
 async def retry_coordinator(call: Any, *, within_s: float = 30.0, also: frozenset[int] = frozenset()) -> Any:
@@ -167,9 +178,10 @@ class TxnProducer:
         return txn_batch(payloads, self.producer_id, self.epoch if epoch is None else epoch, seq)
 
     async def send(self, topic: str, partition: int, payloads: Sequence[bytes | None], *,
-                   epoch: int | None = None, label: str | None = None) -> tuple[int, int]:
-        """A transactional Produce (acks=all, v9, transactional_id set) of one batch → (error, base offset). The
-        sequence only advances when the batch is appended."""
+                   epoch: int | None = None, label: str | None = None,
+                   version: int | None = None) -> tuple[int, int]:
+        """A transactional Produce (acks=all, v9 or ``version``: 12 for transaction version 2, transactional_id
+        set) of one batch → (error, base offset). The sequence only advances when the batch is appended."""
         seq = self.sequences.get((topic, partition), 0)
         batch = self.next_batch(topic, partition, payloads, epoch=epoch)
         w = await self.leader(topic, partition)
@@ -179,7 +191,7 @@ class TxnProducer:
         summary = {"transactional_id": self.transactional_id, "topic": topic, "partition": partition,
                    "records": len(payloads), "producer_id": self.producer_id,
                    "producer_epoch": self.epoch if epoch is None else epoch, "base_sequence": seq}
-        r = await w.request("Produce", req, summary=summary, label=label)
+        r = await w.request("Produce", req, summary=summary, label=label, version=version)
         pr = r.body.responses[0].partition_responses[0]
         if pr.error_code != NONE:
             self.sequences[(topic, partition)] = seq
@@ -230,6 +242,27 @@ class TxnProducer:
                 "EndTxn", req, label="EndTxn commit" if commit else "EndTxn abort")).body.error_code
 
         return await retry_coordinator(once, also=frozenset({CONCURRENT_TRANSACTIONS})) if retry else await once()
+
+
+    async def end_tv2(self, commit: bool, *, epoch: int | None = None, retry: bool = True,
+                      adopt: bool = True) -> tuple[int, int, int]:
+        """EndTxn v5 (transaction version 2) → (error, producer id, epoch answered). With ``adopt`` a NONE answer's
+        id and epoch become this producer's and its sequences start over, as a TV2 client continues (Java's
+        EndTxnHandler: setProducerIdAndEpoch from the response). ``retry`` as :meth:`end`."""
+        assert self.coordinator is not None, "init() first"
+        req = EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
+                            producer_epoch=self.epoch if epoch is None else epoch, committed=commit)
+
+        async def once() -> tuple[int, int, int]:
+            body = (await self.coordinator.request(  # type: ignore[union-attr]
+                "EndTxn", req, label="EndTxn v5 commit" if commit else "EndTxn v5 abort", version=END_TXN_TV2)).body
+            return body.error_code, body.producer_id, body.producer_epoch
+
+        answer = await retry_coordinator(once, also=frozenset({CONCURRENT_TRANSACTIONS})) if retry else await once()
+        if adopt and answer[0] == NONE:
+            self.producer_id, self.epoch = answer[1], answer[2]
+            self.sequences.clear()
+        return answer
 
 
 @dataclass(frozen=True)

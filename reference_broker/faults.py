@@ -243,6 +243,17 @@ FAULTS: dict[str, str] = {
                                      "appended (Kafka >= 3.6, KIP-890 part 1: INVALID_TXN_STATE for Produce "
                                      "v3-v10, ReplicaManager.appendRecords verification) — breaks "
                                      "TXN-VERIFY-PARTITION",
+    "txn.no_epoch_bump": "EndTxn v5 (transaction version 2) keeps the producer epoch: the answer, the markers and "
+                         "the next transaction use the same one (Kafka: epoch + 1 at every EndTxn, "
+                         "TransactionMetadata.prepareAbortOrCommit with supportsEpochBump, KIP-890 part 2) — breaks "
+                         "TXN-TV2-EPOCH-BUMP",
+    "txn.tv2_no_retry": "a retried EndTxn v5 with the epoch before its bump is PRODUCER_FENCED (Kafka: answered as "
+                        "the completed outcome, TransactionCoordinator.endTransaction retryOnEpochBump) — breaks "
+                        "TXN-TV2-RETRY",
+    "txn.no_implicit_add": "a transactional Produce v12 (or TxnOffsetCommit v5) to a partition not in the transaction "
+                           "is appended but the partition is not added to it, so no marker ever ends it there "
+                           "(Kafka: the leader adds it, AddPartitionsToTxnManager verifyOnly=false, KIP-890 part 2) "
+                           "— breaks TXN-TV2-IMPLICIT-ADD",
     "txn.markers_leader_only": "transaction markers take effect on the leader only: followers copy the control "
                                "batches but their producer state ignores them, so after a failover the new leader "
                                "still sees the transaction open (its LSO stuck below the committed records, aborted "

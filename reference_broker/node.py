@@ -418,24 +418,28 @@ class BrokerNode:
         return out
 
     async def verify_txn(self, txn_id: str, producer_id: int, epoch: int,
-                         tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """KIP-890 part 1 (AddPartitionsToTxnManager): ask the transaction's coordinator whether these partitions
-        are in the ongoing transaction; locally, or AddPartitionsToTxn v4 verify_only over the broker link."""
+                         tps: list[tuple[str, int]], add: bool = False) -> dict[tuple[str, int], int]:
+        """KIP-890 (AddPartitionsToTxnManager): ask the transaction's coordinator whether these partitions are in
+        the ongoing transaction (part 1), or with ``add`` have it add them (part 2: Produce v12 / TxnOffsetCommit
+        v5, transaction version 2); locally, or AddPartitionsToTxn v4 verify_only / v5 over the broker link."""
         st = self.txn_coordinator_for(txn_id)
         if st is None or st.leader < 0:
             return dict.fromkeys(tps, E.CoordinatorNotAvailableError.errno)
         if st.leader == self.node_id:
+            if add:
+                return await self._add_local(txn_id, producer_id, epoch, tps)
             return self.txn.verify(txn_id, producer_id, epoch, tps)
         T = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
         by_topic: dict[str, list[int]] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)
-        req = AddPartitionsToTxnRequest[4](transactions=[T(
-            transactional_id=txn_id, producer_id=producer_id, producer_epoch=epoch, verify_only=True,
+        version = 5 if add else 4
+        req = AddPartitionsToTxnRequest[version](transactions=[T(
+            transactional_id=txn_id, producer_id=producer_id, producer_epoch=epoch, verify_only=not add,
             topics=[T.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])])
         req._header = None
         try:
-            resp = await self._broker_call(st.leader, "verify", req, 4, timeout=10.0)
+            resp = await self._broker_call(st.leader, "verify", req, version, timeout=10.0)
         except (OSError, TimeoutError, E.KafkaError):
             return dict.fromkeys(tps, E.NetworkExceptionError.errno)
         if resp.error_code:
@@ -446,6 +450,13 @@ class BrokerNode:
                 for pr in tr.results_by_partition:
                     out[(tr.name, pr.partition_index)] = pr.partition_error_code
         return out
+
+    async def _add_local(self, txn_id: str, producer_id: int, epoch: int,
+                         tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The coordinator here adds the partitions for a partition leader (handleAddPartitionsToTransaction with
+        transaction version 2, as AddPartitionsToTxn v5 without verify_only asks)."""
+        err = await self.txn.add_partitions(txn_id, producer_id, epoch, set(tps), tv=2)
+        return dict.fromkeys(tps, err)
 
     async def _alter_isr(self, p: Partition, new_isr: list[int]) -> tuple[int, PartitionState | None]:
         T = AlterPartitionRequest.TopicData

@@ -21,7 +21,14 @@ AddPartitionsToTxn and a repeated EndTxn while markers are being written (Prepar
 - Markers (WriteTxnMarkers) go to each partition's current leader through ``send_markers`` (the node: local
   appends, or the broker-to-broker links), retried until every partition answered; then Complete* is written.
 - KIP-890 part 1: ``verify`` tells a partition leader whether a partition is in the ongoing transaction.
-- Transaction version 1 only (no epoch bump per transaction, KIP-890 part 2): GAPS.md.
+- KIP-890 part 2 (transaction version 2, chosen per request as Kafka chooses: EndTxn v5, and the implicit adds a
+  partition leader makes for Produce v12 / TxnOffsetCommit v5): every EndTxn bumps the epoch (PrepareCommit /
+  PrepareAbort carry epoch + 1, the markers too) and answers the new producer id and epoch; an exhausted epoch
+  rotates to a new producer id when the transaction completes; a retried EndTxn with the previous epoch answers
+  the completed outcome; an abort needs no partition (Empty / Complete* → PrepareAbort). Internal aborts (timeout,
+  InitProducerId fencing an open transaction) bump the epoch once, the fence's bump, also for a TV2 transaction
+  (seen on Kafka 4.4.0: a TV2 transaction at epoch 0 timed out → CompleteAbort at epoch 1; fenced by InitProducerId
+  → the new instance at epoch 2).
 
 Deliberate difference (GAPS.md): records are JSON, not Kafka's TransactionLogKey/Value schemas.
 Narrow inputs only: config, clock, fault switches, the partitions of ``__transaction_state`` (the same interface
@@ -108,6 +115,8 @@ class TxnMetadata:
     partitions: set[TP] = field(default_factory=set)
     start_ms: int = -1
     update_ms: int = -1
+    next_producer_id: int = -1          # TV2: the id the producer rotates to when this transaction completes
+    tv: int = 0                         # clientTransactionVersion of the last transition (2: epoch bump per txn)
     pending: str | None = None          # a transition being written (pendingState)
     failed_fence: bool = False          # hasFailedEpochFence
 
@@ -116,13 +125,14 @@ class TxnMetadata:
                 "last_producer_id": self.last_producer_id, "last_producer_epoch": self.last_producer_epoch,
                 "timeout_ms": self.timeout_ms, "state": self.state,
                 "partitions": sorted([t, p] for t, p in self.partitions), "start_ms": self.start_ms,
-                "update_ms": self.update_ms}
+                "update_ms": self.update_ms, "next_producer_id": self.next_producer_id, "tv": self.tv}
 
     @classmethod
     def from_value(cls, txn_id: str, v: dict[str, Any]) -> TxnMetadata:
         return cls(txn_id, v["producer_id"], v["producer_epoch"], v.get("last_producer_id", -1),
                    v.get("last_producer_epoch", -1), v["timeout_ms"], v["state"],
-                   {(t, p) for t, p in v.get("partitions", [])}, v.get("start_ms", -1), v.get("update_ms", -1))
+                   {(t, p) for t, p in v.get("partitions", [])}, v.get("start_ms", -1), v.get("update_ms", -1),
+                   v.get("next_producer_id", -1), v.get("tv", 0))
 
     @property
     def epoch_exhausted(self) -> bool:
@@ -249,8 +259,12 @@ class TransactionCoordinator:
             m.pending = None
 
     def _transit(self, m: TxnMetadata, **changes: Any) -> TxnMetadata:
+        """The next state of ``m``; the previous producer id is the current one unless the change rotates it
+        (TransactionMetadata.prepareTransitionTo: prevProducerId = producerId)."""
+        changes.setdefault("last_producer_id", m.producer_id)
         return dataclasses.replace(m, partitions=set(changes.pop("partitions", m.partitions)),
                                    update_ms=self.clock.wall_ms(), pending=None, **changes)
+
 
     # -- InitProducerId (handleInitProducerId / prepareInitProducerIdTransit) ---------------------------------
 
@@ -338,8 +352,9 @@ class TransactionCoordinator:
             err = CONCURRENT_TRANSACTIONS
         return err, m
 
-    async def add_partitions(self, txn_id: str, producer_id: int, epoch: int, tps: set[TP]) -> int:
-        """handleAddPartitionsToTransaction: the partitions join the transaction (it starts if none is open)."""
+    async def add_partitions(self, txn_id: str, producer_id: int, epoch: int, tps: set[TP], tv: int = 0) -> int:
+        """handleAddPartitionsToTransaction: the partitions join the transaction (it starts if none is open).
+        ``tv`` 2: an implicit add by a partition leader for Produce v12 / TxnOffsetCommit v5 (KIP-890 part 2)."""
         err, m = self._changeable(txn_id, producer_id, epoch)
         if err:
             return err
@@ -349,7 +364,10 @@ class TransactionCoordinator:
         if m.state == ONGOING and tps <= m.partitions:
             return NONE
         start = self.clock.wall_ms() if m.state != ONGOING else m.start_ms
-        return await self._append(m, self._transit(m, state=ONGOING, partitions=m.partitions | tps, start_ms=start))
+        if self.faults.on("txn.no_implicit_add") and tv >= 2:
+            tps = set()                       # the fault: the leader's add leaves the partition out
+        return await self._append(m, self._transit(m, state=ONGOING, partitions=m.partitions | tps, start_ms=start,
+                                                   tv=tv))
 
     async def add_offsets(self, txn_id: str, producer_id: int, epoch: int, group_id: str) -> int:
         """handleAddOffsetsToTransaction: the group's __consumer_offsets partition joins the transaction."""
@@ -372,24 +390,103 @@ class TransactionCoordinator:
 
     # -- EndTxn and the markers (endTransaction, TransactionMarkerChannelManager) ------------------------------
 
-    async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> int:
+    async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool,
+                      tv: int = 0) -> tuple[int, int, int]:
+        """(error, producer id, epoch) for EndTxn; ``tv`` 2 for EndTxn v5 (KafkaApis: version > 4 → TV_2). The id
+        and epoch are what EndTxn v5 answers: the ones the producer continues with (-1 on an error)."""
+        if tv >= 2:
+            return await self._end_txn_tv2(txn_id, producer_id, epoch, commit)
         err, m = self._changeable(txn_id, producer_id, epoch)
         if err:
-            return err
+            return err, -1, -1
         assert m is not None
         if m.state == ONGOING:
-            return await self._prepare_end(m, commit)
+            err = await self._prepare_end(m, commit)
+            return (err, -1, -1) if err else (NONE, m.producer_id, m.producer_epoch)
         wanted = {True: (COMPLETE_COMMIT, PREPARE_COMMIT), False: (COMPLETE_ABORT, PREPARE_ABORT)}[commit]
         if m.state == wanted[0]:
-            return NONE                       # a retry of an EndTxn that completed
+            return NONE, m.producer_id, m.producer_epoch       # a retry of an EndTxn that completed
         if m.state == wanted[1]:
-            return CONCURRENT_TRANSACTIONS
-        return INVALID_TXN_STATE
+            return CONCURRENT_TRANSACTIONS, -1, -1
+        return INVALID_TXN_STATE, -1, -1
 
-    async def _prepare_end(self, m: TxnMetadata, commit: bool) -> int:
+    async def _end_txn_tv2(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+        """TransactionCoordinator.endTransaction for transaction version 2 (Kafka's table above it):
+        the request's epoch must be the current one (Ongoing, Empty), or the previous one for a retry of an EndTxn
+        whose bump is already in (Prepare*, Complete*; after a rotation: the old id with epoch 32766 and the new id
+        at epoch 0); otherwise PRODUCER_FENCED. A retry of the completed outcome answers NONE with the current id
+        and epoch; an abort with the current epoch from Empty / Complete* starts and ends an empty transaction."""
+        if not txn_id:
+            return E.InvalidRequestError.errno, -1, -1
+        err, m = self._lookup(txn_id)
+        if err:
+            return err, -1, -1
+        if m is None:
+            return INVALID_PRODUCER_ID_MAPPING, -1, -1
+        retry_overflow = m.last_producer_id == producer_id and epoch == MAX_EPOCH - 1 and m.producer_epoch == 0
+        retry_bump = m.producer_epoch == epoch + 1 and not self.faults.on("txn.tv2_no_retry")
+        if m.state in (ONGOING, EMPTY, DEAD, PREPARE_EPOCH_FENCE):
+            valid = epoch == m.producer_epoch
+        elif m.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            valid = retry_bump
+        else:
+            valid = retry_bump or retry_overflow or epoch == m.producer_epoch
+        if self.faults.on("txn.no_fencing"):
+            valid = True
+        is_retry = retry_bump or retry_overflow
+        if m.producer_id != producer_id and not retry_overflow:
+            return INVALID_PRODUCER_ID_MAPPING, -1, -1
+        if not valid:
+            return PRODUCER_FENCED, -1, -1
+        if m.pending is not None:
+            return CONCURRENT_TRANSACTIONS, -1, -1
+        done = NONE, m.producer_id, m.producer_epoch
+        if m.state == ONGOING:
+            return await self._end_answer(m, commit)
+        if m.state == COMPLETE_COMMIT:
+            if commit:
+                return done if is_retry else (INVALID_TXN_STATE, -1, -1)
+            return (INVALID_TXN_STATE, -1, -1) if is_retry else await self._end_answer(m, False, empty=True)
+        if m.state == COMPLETE_ABORT:
+            if commit:
+                return INVALID_TXN_STATE, -1, -1
+            return done if is_retry else await self._end_answer(m, False, empty=True)
+        if m.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            same = (m.state == PREPARE_COMMIT) == commit
+            return (CONCURRENT_TRANSACTIONS if same else INVALID_TXN_STATE), -1, -1
+        if m.state == EMPTY and not commit:
+            return await self._end_answer(m, False, empty=True)
+        return INVALID_TXN_STATE, -1, -1
+
+    async def _end_answer(self, m: TxnMetadata, commit: bool, empty: bool = False) -> tuple[int, int, int]:
+        """Prepare the end of ``m``'s transaction with TV2 and answer what the producer continues with: the bumped
+        epoch, or the next producer id at epoch 0 when the bump exhausted the epochs (the completion's identity,
+        as Kafka answers newPreSendMetadata.producerId / producerEpoch)."""
+        err = await self._prepare_end(m, commit, tv=2, empty=empty)
+        if err:
+            return err, -1, -1
+        if m.next_producer_id >= 0:
+            return NONE, m.next_producer_id, 0
+        return NONE, m.producer_id, m.producer_epoch
+
+    async def _prepare_end(self, m: TxnMetadata, commit: bool, tv: int = 0, empty: bool = False) -> int:
+        """PrepareCommit / PrepareAbort (prepareAbortOrCommit). With ``tv`` 2 the epoch goes up by one (the markers
+        carry it) and an exhausted epoch gets the next producer id for the completion; ``empty``: an abort with no
+        partition (noPartitionAdded: the start time is now)."""
         index = self.partition_of(m.transactional_id)
         epoch = self.owned.get(index, -1)
-        err = await self._append(m, self._transit(m, state=PREPARE_COMMIT if commit else PREPARE_ABORT))
+        changes: dict[str, Any] = {"state": PREPARE_COMMIT if commit else PREPARE_ABORT}
+        if tv >= 2:
+            changes["tv"] = tv
+            if not self.faults.on("txn.no_epoch_bump"):
+                if m.epoch_exhausted:
+                    changes["next_producer_id"] = self.next_producer_id()
+                changes["producer_epoch"] = min(m.producer_epoch + 1, MAX_EPOCH)
+                changes["last_producer_epoch"] = m.producer_epoch
+        if empty:
+            changes["partitions"] = set()
+            changes["start_ms"] = self.clock.wall_ms()
+        err = await self._append(m, self._transit(m, **changes))
         if not err:
             self._spawn(self._complete(m, commit, epoch))
         return err
@@ -421,8 +518,10 @@ class TransactionCoordinator:
             if self.owned.get(index) != coordinator_epoch or self.txns.get(m.transactional_id) is not m:
                 return
             if m.pending is None:
-                err = await self._append(m, self._transit(
-                    m, state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=set()))
+                done: dict[str, Any] = {"state": COMPLETE_COMMIT if commit else COMPLETE_ABORT, "partitions": set()}
+                if m.tv >= 2 and m.next_producer_id >= 0:       # prepareComplete: the rotation takes effect
+                    done.update(producer_id=m.next_producer_id, producer_epoch=0, next_producer_id=-1)
+                err = await self._append(m, self._transit(m, **done))
                 if err in (NONE, E.NotCoordinatorError.errno):
                     return
             await self.clock.sleep(0.2)

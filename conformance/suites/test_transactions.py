@@ -21,7 +21,10 @@ Single broker (every target):
 - a fenced producer mid-transaction (InitProducerId again for its id) gets Kafka's exact codes per API and version
   and writes nothing; its open transaction is aborted;
 - an abandoned transaction is aborted once transaction.timeout.ms passes;
-- a transactional produce to a partition not added to the transaction is refused (KIP-890 part 1).
+- a transactional produce to a partition not added to the transaction is refused (KIP-890 part 1);
+- transaction version 2 (KIP-890 part 2, on targets that finalize transaction.version >= 2): every EndTxn v5 bumps
+  the epoch and the old one is fenced; a retried EndTxn v5 answers the outcome it already had; a Produce v12 adds its
+  partition to the transaction itself.
 Replicated (a 3-broker target): CONCURRENT_TRANSACTIONS while a transaction's markers cannot be written (its
 partition's leader paused), and markers that reach a new leader after a failover, the outcome surviving it.
 
@@ -43,17 +46,21 @@ from conformance.rules import rule
 from conformance.suites.test_isr_hw import Cluster, eventually, state
 from conformance.txn import (
     CONCURRENT_TRANSACTIONS,
+    END_TXN_TV2,
     INVALID_PRODUCER_EPOCH,
     INVALID_TXN_STATE,
     NONE,
+    PRODUCE_TV2,
     PRODUCER_FENCED,
     READ_UNCOMMITTED,
     UNSTABLE_OFFSET_COMMIT,
     Committed,
     TxnProducer,
+    describe_transaction,
     fetch_one,
     offset_fetch_stable,
     read_all,
+    transaction_version,
     txn_coordinator,
 )
 from conformance.wire import LATEST, Wire, unique_name
@@ -136,6 +143,28 @@ rule("TXN-VERIFY-PARTITION", "a transactional Produce (v9) to a partition not ad
      "AddPartitionsToTxnManager verification (verifyOnly AddPartitionsToTxn to the coordinator); "
      "INVALID_TXN_STATE: 'Partition was not added to the transaction'; ReplicaManager.appendRecords maps "
      "CONCURRENT_TRANSACTIONS / COORDINATOR_* / NOT_COORDINATOR to NotEnoughReplicasException", SUITE)
+rule("TXN-TV2-EPOCH-BUMP", "with transaction version 2 (EndTxn v5) every commit and abort answers NONE with the "
+     "same producer id and the epoch one higher, which the markers carry: afterwards the previous epoch is fenced "
+     "(a transactional Produce v12 with it INVALID_PRODUCER_EPOCH, appending nothing; an EndTxn v5 with an epoch "
+     "older than the previous one PRODUCER_FENCED) and the new epoch's next transaction works",
+     "KIP-890 part 2; TransactionVersion.TV_2.supportsEpochBump; TransactionCoordinator.endTransaction "
+     "(prepareAbortOrCommit: producerEpoch + 1, the answer newPreSendMetadata.producerId/producerEpoch; isValidEpoch "
+     "→ PRODUCER_FENCED); EndTxnResponse v5 ProducerId/ProducerEpoch; ProducerAppendInfo.checkProducerEpoch "
+     "(InvalidProducerEpochException); AddPartitionsToTxnManager (PRODUCER_FENCED → INVALID_PRODUCER_EPOCH)", SUITE)
+rule("TXN-TV2-RETRY", "with transaction version 2 a retried EndTxn v5 (the epoch before its bump) of a completed "
+     "outcome answers NONE with the current producer id and epoch and bumps nothing, the other outcome with that "
+     "epoch INVALID_TXN_STATE; an abort with the current epoch and nothing added ends an empty transaction (epoch "
+     "+ 1), a commit then INVALID_TXN_STATE",
+     "KIP-890 part 2; TransactionCoordinator.endTransaction (retryOnEpochBump: txnMetadata.producerEpoch == "
+     "producerEpoch + 1; the V2 table: CompleteCommit/CompleteAbort Retry → NONE, other outcome ITS, Current abort "
+     "→ EB, Empty/CompleteAbort Current commit → ITS)", SUITE)
+rule("TXN-TV2-IMPLICIT-ADD", "with transaction version 2 a transactional Produce v12 to a partition not added "
+     "with AddPartitionsToTxn is appended and its partition joins the ongoing transaction (DescribeTransactions "
+     "lists it, the LSO stops at the batch) and the EndTxn v5 commit's markers reach it: read_committed shows it "
+     "then, not before",
+     "KIP-890 part 2; KafkaApis.handleProduceRequest (version >= 12: addPartition); ReplicaManager.appendRecords → "
+     "AddPartitionsToTxnManager.addOrVerifyTransaction (verifyOnly = !supportsEpochBump); "
+     "TransactionCoordinator.handleAddPartitionsToTransaction", SUITE)
 rule("TXN-MARKERS-FAILOVER", "transaction markers are replicated with the data: after the partition's leader fails, "
      "the new leader shows committed transactions and hides aborted ones exactly as the old leader did, and a "
      "transaction committed while the leader was down gets its markers on the new leader",
@@ -640,6 +669,122 @@ async def test_produce_to_partition_not_in_transaction_refused(wire: Wire, evide
     ru = await committed_values(wire, topic, 0, isolation=READ_UNCOMMITTED)
     assert ru == values(tag, "a"), f"partition 0 holds {ru}; only 'a' was accepted"
     assert await committed_values(wire, topic, 1) == values(tag, "b")
+
+
+async def tv2_producer(w: Wire) -> TxnProducer:
+    """An initialised producer for the transaction version 2 checks; skipped on a target that does not finalize
+    transaction.version >= 2 (it may serve transactions with version 1 only: no rule is broken by that). A target
+    that finalizes it must serve EndTxn v5 and Produce v12, the versions TV2 clients send."""
+    tv = transaction_version(w)
+    if tv < 2:
+        pytest.skip(f"the target finalizes transaction.version {tv} (ApiVersions): transaction version 2 not in use")
+    served = {api: w.broker_max_version(api) or -1 for api in ("EndTxn", "Produce")}
+    assert served["EndTxn"] >= END_TXN_TV2 and served["Produce"] >= PRODUCE_TV2, (
+        f"the target finalizes transaction.version {tv} but serves EndTxn up to v{served['EndTxn']} and Produce up "
+        f"to v{served['Produce']}; transaction version 2 clients need EndTxn v5 and Produce v12")
+    return await producer(w)
+
+
+async def sent_tv2(p: TxnProducer, topic: str, partition: int, payloads: Sequence[bytes]) -> int:
+    err, base = await p.send(topic, partition, payloads, version=PRODUCE_TV2, label="Produce v12")
+    assert err == NONE, (f"the transactional Produce v12 of {len(payloads)} records to {topic}/{partition} (not "
+                         f"added with AddPartitionsToTxn) answered {err}")
+    return base
+
+
+@pytest.mark.rule("TXN-TV2-EPOCH-BUMP")
+async def test_tv2_epoch_bumps_at_every_end(wire: Wire, evidence: Evidence) -> None:
+    """Commit, then abort, with EndTxn v5: each answers the epoch one higher; the epoch before a bump is refused by
+    the partition leader afterwards, appending nothing; the aborted transaction stays invisible."""
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    tag = unique_name("tb")
+    p = await tv2_producer(wire)
+    pid, e0 = p.producer_id, p.epoch
+    await sent_tv2(p, topic, 0, values(tag, "a"))
+    commit = await p.end_tv2(True)
+    await settled(wire, topic, [0])
+    stale = await p.send(topic, 0, values(tag, "stale"), epoch=e0, version=PRODUCE_TV2,
+                         label="Produce v12 with the epoch before the bump")
+    p.sequences.clear()
+    await sent_tv2(p, topic, 0, values(tag, "b"))
+    abort = await p.end_tv2(False)
+    await settled(wire, topic, [0])
+    older = await p.end_tv2(False, epoch=e0, retry=False, adopt=False)
+    evidence.note("tv2_epochs", {"init": [pid, e0], "commit": commit, "stale_produce": stale[0], "abort": abort,
+                                 "end_txn_epoch_two_behind": older})
+    assert commit == (NONE, pid, e0 + 1), (
+        f"EndTxn v5 commit at epoch {e0} answered (error, producer id, epoch) {commit}; Kafka (KIP-890 part 2): "
+        f"{(NONE, pid, e0 + 1)}, the epoch bumped at every EndTxn")
+    assert stale[0] == INVALID_PRODUCER_EPOCH, (
+        f"after the bump to {e0 + 1}, a Produce v12 with epoch {e0} answered {stale[0]}; Kafka: INVALID_PRODUCER_EPOCH "
+        f"({INVALID_PRODUCER_EPOCH}): the COMMIT marker carried the new epoch")
+    assert abort == (NONE, pid, e0 + 2), (
+        f"EndTxn v5 abort at epoch {e0 + 1} answered {abort}; Kafka: {(NONE, pid, e0 + 2)}")
+    assert older[0] == PRODUCER_FENCED, (
+        f"EndTxn v5 with epoch {e0} (two bumps ago) answered {older}; Kafka: PRODUCER_FENCED ({PRODUCER_FENCED})")
+    assert await committed_values(wire, topic, 0) == values(tag, "a")
+    ru = await committed_values(wire, topic, 0, isolation=READ_UNCOMMITTED)
+    assert ru == values(tag, "a", "b"), f"read_uncommitted holds {ru}: the stale-epoch Produce must append nothing"
+
+
+@pytest.mark.rule("TXN-TV2-RETRY")
+async def test_tv2_retried_end_answers_the_outcome(wire: Wire, evidence: Evidence) -> None:
+    """After an EndTxn v5 commit completed: the same request again (the epoch before the bump) answers NONE with
+    the current epoch and bumps nothing; an abort with that epoch is INVALID_TXN_STATE; an abort with the current
+    epoch and nothing added is an empty transaction (epoch + 1), retried likewise; a commit then INVALID_TXN_STATE."""
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    tag = unique_name("tr")
+    p = await tv2_producer(wire)
+    pid, e0 = p.producer_id, p.epoch
+    await sent_tv2(p, topic, 0, values(tag, "a"))
+    first = await p.end_tv2(True)
+    await settled(wire, topic, [0])
+    answers = {
+        "commit_retry": await p.end_tv2(True, epoch=e0, adopt=False),
+        "abort_with_previous_epoch": (await p.end_tv2(False, epoch=e0, retry=False, adopt=False))[0],
+        "empty_abort": await p.end_tv2(False),
+    }
+    answers["empty_abort_retry"] = await p.end_tv2(False, epoch=e0 + 1, adopt=False)
+    answers["commit_after_abort"] = (await p.end_tv2(True, retry=False, adopt=False))[0]
+    evidence.note("tv2_retry", {"init": [pid, e0], "first_commit": first, **answers})
+    want = {"commit_retry": (NONE, pid, e0 + 1), "abort_with_previous_epoch": INVALID_TXN_STATE,
+            "empty_abort": (NONE, pid, e0 + 2), "empty_abort_retry": (NONE, pid, e0 + 2),
+            "commit_after_abort": INVALID_TXN_STATE}
+    assert first == (NONE, pid, e0 + 1), f"the first EndTxn v5 commit answered {first}"
+    assert answers == want, (
+        f"after a completed EndTxn v5 commit (epoch {e0} -> {e0 + 1}) Kafka answers {want} "
+        f"(INVALID_TXN_STATE={INVALID_TXN_STATE}); the target answered {answers}")
+    assert await committed_values(wire, topic, 0) == values(tag, "a")
+
+
+@pytest.mark.rule("TXN-TV2-IMPLICIT-ADD")
+async def test_tv2_produce_adds_its_partition(wire: Wire, evidence: Evidence) -> None:
+    """Produce v12 to two partitions with no AddPartitionsToTxn: both appended, both in the transaction
+    (DescribeTransactions), invisible to read_committed until the EndTxn v5 commit, visible after it."""
+    topic = await wire.create_topic(partitions=2, replication_factor=1)
+    tag = unique_name("ia")
+    p = await tv2_producer(wire)
+    firsts = [await sent_tv2(p, topic, i, values(tag, f"{i}a", f"{i}b")) for i in range(2)]
+    assert p.coordinator is not None
+    d = await describe_transaction(p.coordinator, p.transactional_id)
+    listed = sorted((t.topic, q) for t in d.topics for q in t.partitions)
+    early = [await fetch_one(wire, topic, i, 0, max_bytes=1) for i in range(2)]
+    evidence.note("described", {"state": d.transaction_state, "partitions": listed, "error": d.error_code,
+                                "lso": [f.last_stable_offset for f in early]})
+    assert d.error_code == NONE and d.transaction_state == "Ongoing" and listed == [(topic, 0), (topic, 1)], (
+        f"after Produce v12 to {topic}/0 and /1, DescribeTransactions answered error {d.error_code}, state "
+        f"{d.transaction_state!r}, partitions {listed}; Kafka: Ongoing with both (the leaders added them)")
+    assert [f.last_stable_offset for f in early] == firsts, (
+        f"the open transaction's LSOs are {[f.last_stable_offset for f in early]}, want its first offsets {firsts}")
+    err = (await p.end_tv2(True))[0]
+    assert err == NONE, f"EndTxn v5 commit answered {err}"
+    got, waited = await settled(wire, topic, [0, 1])
+    assert all(f.last_stable_offset == f.high_watermark for f in got.values()), (
+        f"{waited:.1f} s after the commit a partition added by Produce v12 is still open: "
+        f"{[(f.last_stable_offset, f.high_watermark) for f in got.values()]} (no COMMIT marker reached it)")
+    for i in range(2):
+        rc = await committed_values(wire, topic, i)
+        assert rc == values(tag, f"{i}a", f"{i}b"), f"read_committed of partition {i} returned {rc}"
 
 
 # ------------------------------------------------------------------------------------------- replicated

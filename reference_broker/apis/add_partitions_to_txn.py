@@ -8,7 +8,8 @@ Behavior (TransactionCoordinator.handleAddPartitionsToTransaction / handleVerify
   answer UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (KafkaApis).
 - v4+ (brokers, KIP-890): a batch of transactions; ``verify_only`` answers per partition whether it is in the
   ongoing transaction (NONE or TRANSACTION_ABORTABLE) without changing anything, which partition leaders ask before
-  the first transactional append; without verify_only, v4+ adds as v3 does.
+  the first transactional append; without verify_only, v4+ adds as v3 does — v5 is what a partition leader sends
+  for a Produce v12 / TxnOffsetCommit v5 (KIP-890 part 2): the add of transaction version 2.
 """
 from __future__ import annotations
 
@@ -33,14 +34,15 @@ def _results(errors: dict[tuple[str, int], int]) -> list:
     return [TopicResult(name=t, results_by_partition=ps) for t, ps in by_topic.items()]
 
 
-async def _add(b, txn_id: str, pid: int, epoch: int, topics, verify_only: bool) -> dict[tuple[str, int], int]:
+async def _add(b, txn_id: str, pid: int, epoch: int, topics, verify_only: bool,
+               tv: int = 0) -> dict[tuple[str, int], int]:
     tps = [(t.name, p) for t in topics for p in t.partitions]
     if verify_only:
         return b.txn.verify(txn_id, pid, epoch, tps)
     unknown = {tp for tp in tps if b.image.partition(*tp) is None}
     if unknown:
         return {tp: E.UnknownTopicOrPartitionError.errno if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in tps}
-    err = await b.txn.add_partitions(txn_id, pid, epoch, set(tps))
+    err = await b.txn.add_partitions(txn_id, pid, epoch, set(tps), tv=tv)
     return dict.fromkeys(tps, err)
 
 
@@ -53,6 +55,7 @@ async def handle(ctx, req):
         return R(throttle_time_ms=0, results_by_topic_v3_and_below=_results(errors))
     out = []
     for t in req.transactions:
-        errors = await _add(b, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
+        errors = await _add(b, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only,
+                            tv=2 if ctx.api_version >= 5 else 0)
         out.append(R.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=_results(errors)))
     return R(throttle_time_ms=0, error_code=0, results_by_transaction=out)

@@ -1,4 +1,4 @@
-"""Produce (key 0), v3–v9.
+"""Produce (key 0), v3–v12.
 
 Behavior:
 - acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS). acks=0 gets no response at all — and when any partition
@@ -30,6 +30,13 @@ Behavior:
   INVALID_TXN_STATE for these produce versions (v3–v10), a fenced epoch INVALID_PRODUCER_EPOCH, a coordinator that
   cannot answer yet (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...) NOT_ENOUGH_REPLICAS so old clients retry.
   Control batches from clients are INVALID_RECORD (LogValidator: clients may not write control records).
+- v10 (KIP-951: current leader / node endpoints, tagged; not filled), v11 (KIP-890: TRANSACTION_ABORTABLE reaches
+  the client as it is, AddPartitionsToTxnManager genericErrorSupported), v12 (KIP-890 part 2, transaction version 2,
+  the ``addPartition`` operation): the leader does not ask whether the partition is in the transaction, it adds it
+  (AddPartitionsToTxn v5 verifyOnly=false to the coordinator, whatever transaction.partition.verification.enable
+  says); CONCURRENT_TRANSACTIONS (the previous transaction's markers still being written) is retried by the leader
+  every 20 ms for up to 100 ms (add.partitions.to.txn.retry.backoff[.max].ms) and then answered as it is, not as
+  NOT_ENOUGH_REPLICAS (ReplicaManager.appendRecords, maybeRetryOnConcurrentTransactions).
 """
 from __future__ import annotations
 
@@ -41,11 +48,14 @@ from ..purgatory import ProducePartitionStatus
 from ..registry import CloseConnection, handles
 
 API_KEY = 0
-VERSIONS = (3, 9)
+VERSIONS = (3, 12)
 
 TopicResp = ProduceResponse.TopicProduceResponse
 PartResp = TopicResp.PartitionProduceResponse
 INVALID_TXN_STATE = 48
+CONCURRENT_TRANSACTIONS = 51
+TRANSACTION_ABORTABLE = 120
+ADD_RETRY_BACKOFF_S, ADD_RETRY_MAX_S = 0.02, 0.1    # add.partitions.to.txn.retry.backoff.ms / .max.ms defaults
 
 
 LOG_OVERHEAD = 12   # base offset + length: fewer trailing bytes than this are not read as a batch at all
@@ -101,20 +111,48 @@ VERIFY_ERRORS = {
 }
 
 
-async def verify_transactional(b, req, batches: dict[tuple[str, int], B.BatchHeader]) -> dict[tuple[str, int], int]:
-    """KIP-890 part 1: the partitions whose first transactional batch of this producer the coordinator must confirm
-    (no transaction of the producer is open in that log yet), and the error for each it did not."""
-    if not b.config["transaction.partition.verification.enable"] or \
-            b.faults.on("txn.no_partition_verification") or req.transactional_id is None:
+def _ongoing_here(b, tp: tuple[str, int], h: B.BatchHeader) -> bool:
+    """UnifiedLog.hasOngoingTransaction(producerId, producerEpoch): this producer's transaction of this epoch is
+    already open in the partition's log (nothing to ask the coordinator)."""
+    p = b.partition(*tp)
+    if p is None:
+        return True
+    st = p.log.producer_state
+    entry = st.last_entry(h.producer_id)
+    return st.ongoing_first_offset(h.producer_id) is not None and entry is not None and \
+        entry.epoch == h.producer_epoch
+
+
+async def verify_transactional(b, req, batches: dict[tuple[str, int], B.BatchHeader],
+                               version: int = 9) -> dict[tuple[str, int], int]:
+    """KIP-890: the partitions whose first transactional batch of this producer the coordinator must confirm (part
+    1, Produce <= v11) or add (part 2, v12+), and the error for each it did not."""
+    add = version >= 12
+    if req.transactional_id is None or (not add and (not b.config["transaction.partition.verification.enable"]
+                                                     or b.faults.on("txn.no_partition_verification"))):
         return {}
-    todo = [tp for tp, h in batches.items() if h.is_transactional
-            and (p := b.partition(*tp)) is not None
-            and p.log.producer_state.ongoing_first_offset(h.producer_id) is None]
+    todo = [tp for tp, h in batches.items() if h.is_transactional and not _ongoing_here(b, tp, h)]
     if not todo:
         return {}
     h = batches[todo[0]]
-    answers = await b.verify_txn(req.transactional_id, h.producer_id, h.producer_epoch, todo)
-    return {tp: VERIFY_ERRORS.get(err, err) for tp, err in answers.items() if err}
+    answers = await b.verify_txn(req.transactional_id, h.producer_id, h.producer_epoch, todo, add=add)
+    waited = 0.0
+    while add and CONCURRENT_TRANSACTIONS in answers.values() and waited < ADD_RETRY_MAX_S:
+        await b.clock.sleep(ADD_RETRY_BACKOFF_S)
+        waited += ADD_RETRY_BACKOFF_S
+        again = [tp for tp, err in answers.items() if err == CONCURRENT_TRANSACTIONS]
+        answers.update(await b.verify_txn(req.transactional_id, h.producer_id, h.producer_epoch, again, add=True))
+    out = {}
+    for tp, err in answers.items():
+        if not err:
+            continue
+        if err == TRANSACTION_ABORTABLE and version >= 11:
+            out[tp] = err
+        elif err == CONCURRENT_TRANSACTIONS and add:
+            out[tp] = err
+        else:
+            out[tp] = VERIFY_ERRORS.get(err, err)
+    return out
 
 
 @handles(ProduceRequest, ProduceResponse, VERSIONS)
@@ -157,7 +195,7 @@ async def handle(ctx, req):
                 continue
             checked[key] = (p, data, header)
     if checked:
-        refused = await verify_transactional(b, req, {k: h for k, (_p, _d, h) in checked.items()})
+        refused = await verify_transactional(b, req, {k: h for k, (_p, _d, h) in checked.items()}, ctx.api_version)
         for key, (p, data, header) in checked.items():
             if key in refused:
                 results[key] = [refused[key], -1, None]

@@ -28,6 +28,7 @@ API_KEY = 28
 VERSIONS = (0, 5)
 TRANSACTION_ABORTABLE = 120
 PRODUCER_FENCED = 90
+CONCURRENT_TRANSACTIONS = 51
 
 TopicR = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 PartR = TopicR.TxnOffsetCommitResponsePartition
@@ -88,14 +89,25 @@ async def handle(ctx, req):
 
 async def verified(b, req, v: int) -> int:
     """0, or why the transaction coordinator did not confirm the group's offsets partition in the producer's ongoing
-    transaction (asked only before the producer's first transactional write there, as Kafka asks)."""
-    if not b.config["transaction.partition.verification.enable"] or b.faults.on("txn.no_partition_verification"):
+    transaction (asked only before the producer's first transactional write there, as Kafka asks). v5 (KIP-890
+    part 2, transaction version 2: the Java client sends no AddOffsetsToTxn then) has the coordinator add the
+    partition instead (the addPartition operation, whatever transaction.partition.verification.enable says)."""
+    add = v >= 5
+    if not add and (not b.config["transaction.partition.verification.enable"]
+                    or b.faults.on("txn.no_partition_verification")):
         return 0
     tp = (OFFSETS_TOPIC, b.groups.partition_of(req.group_id))
     p = b.partition(*tp)
     if p is not None and p.log.producer_state.ongoing_first_offset(req.producer_id) is not None:
-        return 0
-    err = (await b.verify_txn(req.transactional_id, req.producer_id, req.producer_epoch, [tp])).get(tp, 0)
+        entry = p.log.producer_state.last_entry(req.producer_id)
+        if entry is not None and entry.epoch == req.producer_epoch:
+            return 0
+    err = (await b.verify_txn(req.transactional_id, req.producer_id, req.producer_epoch, [tp], add=add)).get(tp, 0)
+    for _ in range(5):
+        if not (add and err == CONCURRENT_TRANSACTIONS):
+            break
+        await b.clock.sleep(0.02)           # add.partitions.to.txn.retry.backoff.ms, up to its 100 ms maximum
+        err = (await b.verify_txn(req.transactional_id, req.producer_id, req.producer_epoch, [tp], add=True)).get(tp, 0)
     if err == PRODUCER_FENCED:
         return E.InvalidProducerEpochError.errno
     if err == TRANSACTION_ABORTABLE and v < 4:

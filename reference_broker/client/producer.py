@@ -22,7 +22,8 @@ Behaviour (names follow the Java client's settings):
   ``begin_transaction``, ``send_offsets_to_transaction``, ``commit_transaction``, ``abort_transaction``, with the
   coordinator protocol and the Java client's error handling in :mod:`.transactions`. Batches are transactional;
   a partition joins the transaction (AddPartitionsToTxn) before its first record is appended; Produce is capped
-  at v11 (transaction version 1). ``abort_transaction`` fails the records not yet sent (Java's
+  at v11 (transaction version 1) — unless the cluster finalizes transaction.version 2 (and ``transaction_version``
+  allows it): then Produce v12+ adds the partition and EndTxn v5 bumps the epoch (KIP-890 part 2). ``abort_transaction`` fails the records not yet sent (Java's
   abortUndrainedBatches) and waits for those in flight.
 """
 
@@ -134,6 +135,7 @@ class Producer:
         produce_version: int | None = None,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60000,
+        transaction_version: int = 2,
         max_block_ms: int = 60000,
     ) -> None:
         if transactional_id is not None:
@@ -177,6 +179,8 @@ class Producer:
         self.responses: list[Response] = []
         #: the transaction manager of a transactional producer (None otherwise)
         self.txn: TransactionManager | None = None
+        #: the highest transaction version this producer may use (2: KIP-890 part 2 when the cluster finalizes it)
+        self.tv2_allowed = transaction_version >= 2
         if transactional_id is not None:
             self.txn = TransactionManager(self, transactional_id, transaction_timeout_ms, max_block_ms,
                                           self.retry_backoff)
@@ -521,8 +525,8 @@ class Producer:
             version = self.produce_version if self.produce_version is not None else conn.versions.get(PRODUCE)
             if version is None:
                 raise Errors.UnsupportedVersionError("Produce")
-            if self.txn is not None and self.produce_version is None:
-                version = min(version, PRODUCE_MAX_VERSION_TXN)
+            if self.txn is not None and self.produce_version is None and not self.txn.tv2:
+                version = min(version, PRODUCE_MAX_VERSION_TXN)     # TV1: no implicit adds (v12+)
             if self.idempotent and version < 3:
                 raise Errors.UnsupportedVersionError("idempotence needs Produce v3+")
             resp = await conn.request(self._produce_request(version, batches), version, self.request_timeout_ms / 1000 + 5)

@@ -187,6 +187,9 @@ class Connection:
         self._closed_ns: int | None = None
         #: api_key -> (min, max) advertised by the broker, filled by :meth:`api_versions`
         self.broker_versions: dict[int, tuple[int, int]] = {}
+        #: feature name -> finalized level (ApiVersions v3+, KIP-584; e.g. transaction.version) and their epoch
+        self.finalized_features: dict[str, int] = {}
+        self.finalized_features_epoch = -1
         #: api_key -> version chosen by :func:`negotiate_versions`
         self.versions: dict[int, int] = {}
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
@@ -379,6 +382,9 @@ class Connection:
             raise Errors.for_code(body.error_code)(f"ApiVersions v{v} failed")
         self.broker_versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
         self.versions = negotiate_versions(self.broker_versions)
+        if v >= 3:
+            self.finalized_features = {f.name: f.max_version_level for f in body.finalized_features or []}
+            self.finalized_features_epoch = body.finalized_features_epoch
         return self.versions
 
 

@@ -29,6 +29,13 @@ TxnOffsetCommitHandler, EndTxnHandler) treat them:
   _FAILED and INVALID_TXN_STATE: fatal. A fatal producer refuses everything but ``close``;
 - UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING, TRANSACTION_ABORTABLE, and TxnOffsetCommit's UNKNOWN_MEMBER_ID /
   ILLEGAL_GENERATION (as CommitFailedError) / FENCED_INSTANCE_ID: abortable (the transaction must be aborted).
+Transaction version 2 (KIP-890 part 2), what the Java client speaks when the cluster finalizes
+``transaction.version`` >= 2 (ApiVersions finalized features, read at ``init_transactions`` as
+TransactionManager.isTransactionV2Enabled reads it): no AddPartitionsToTxn (Produce v12+ has the partition leader
+add the partition) and no AddOffsetsToTxn (TxnOffsetCommit v5 has the group coordinator add the offsets partition);
+EndTxn v5 answers the producer id and epoch to continue with (the epoch bumped at every commit and abort), which
+the producer adopts with fresh sequence numbers, so an abort after a failed record needs no InitProducerId bump.
+
 Each call retries until ``max_block_ms``; then it raises ``KafkaTimeoutError`` and the state is unchanged, so the
 same call may be made again (as Java's TransactionalRequestResult lets commitTransaction be retried).
 """
@@ -61,7 +68,10 @@ FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, E
     10, 22, 24, 25, 26, 28)
 # Client-side versions of transaction version 1 (the Java client caps these unless transaction.version >= 2)
 MAX_VERSION = {INIT_PRODUCER_ID: 5, ADD_PARTITIONS_TO_TXN: 3, ADD_OFFSETS_TO_TXN: 4, END_TXN: 4, TXN_OFFSET_COMMIT: 4}
+# ... and of transaction version 2 (KIP-890 part 2)
+MAX_VERSION_TV2 = {**MAX_VERSION, END_TXN: 5, TXN_OFFSET_COMMIT: 5}
 PRODUCE_MAX_VERSION_TXN = 11
+TRANSACTION_VERSION = "transaction.version"
 KEY_GROUP, KEY_TRANSACTION = 0, 1
 ADD_PARTITIONS_RETRY_BACKOFF = 0.02
 
@@ -123,6 +133,8 @@ class TransactionManager:
         self._add_lock = asyncio.Lock()
         #: (api name, error name) of every coordinator answer that was not NONE, for checks
         self.errors_seen: list[tuple[str, str]] = []
+        #: transaction version 2 in use (decided at init from the cluster's finalized transaction.version)
+        self.tv2 = False
 
     # -- state ---------------------------------------------------------------------------------------------
 
@@ -209,7 +221,7 @@ class TransactionManager:
                 v = conn.versions.get(api_key)
                 if v is None:
                     raise self.fatal(Errors.UnsupportedVersionError(what))
-                v = min(v, MAX_VERSION.get(api_key, v))
+                v = min(v, (MAX_VERSION_TV2 if self.tv2 else MAX_VERSION).get(api_key, v))
                 timeout = max(0.1, min(self.producer.cluster.request_timeout, deadline - loop.time()))
                 body = (await conn.request(build(v), v, timeout)).body
                 check(body, v)
@@ -263,9 +275,16 @@ class TransactionManager:
 
         body = await self._call(KEY_TRANSACTION, self.transactional_id, INIT_PRODUCER_ID, build,
                                 lambda b, v: self._classify(b.error_code, "InitProducerId"), "InitProducerId")
+        if not bump:
+            self.tv2 = await self._cluster_tv() >= 2 and self.producer.tv2_allowed
         self.producer.set_producer_identity(body.producer_id, body.producer_epoch)
         self.epoch_bump_required = False
         self.state = TxnState.READY
+
+    async def _cluster_tv(self) -> int:
+        """The finalized transaction.version the coordinator's connection saw in its ApiVersions (0: none)."""
+        conn = await self._coordinator(KEY_TRANSACTION, self.transactional_id)
+        return conn.finalized_features.get(TRANSACTION_VERSION, 0)
 
     def begin(self) -> None:
         self.require(TxnState.READY)
@@ -278,6 +297,9 @@ class TransactionManager:
         """AddPartitionsToTxn before the first record to ``tp`` in this transaction (one request at a time)."""
         self.require(TxnState.IN_TRANSACTION)
         if tp in self.partitions:
+            return
+        if self.tv2:
+            self.partitions.add(tp)         # TV2: the partition leader adds it when the Produce v12+ arrives
             return
         async with self._add_lock:
             if tp in self.partitions:
@@ -305,7 +327,7 @@ class TransactionManager:
         """AddOffsetsToTxn, then TxnOffsetCommit to the group coordinator (both retried as Java does)."""
         self.require(TxnState.IN_TRANSACTION)
         pid, epoch = self.producer.producer_id, self.producer.producer_epoch
-        if self.offsets_group != group.group_id:
+        if self.offsets_group != group.group_id and not self.tv2:   # TV2: TxnOffsetCommit v5 adds the partition
             await self._call(
                 KEY_TRANSACTION, self.transactional_id, ADD_OFFSETS_TO_TXN,
                 lambda v: AddOffsetsToTxnRequest(transactional_id=self.transactional_id, producer_id=pid,
@@ -359,6 +381,7 @@ class TransactionManager:
                 raise retry
 
         await self._call(KEY_GROUP, group.group_id, TXN_OFFSET_COMMIT, build, check, "TxnOffsetCommit")
+        self.offsets_group = group.group_id
 
     async def end(self, commit: bool) -> None:
         """EndTxn(commit|abort) if anything joined the transaction (Java sends none for an empty one)."""
@@ -367,11 +390,16 @@ class TransactionManager:
             return
         pid, epoch = self.producer.producer_id, self.producer.producer_epoch
         what = "EndTxn(commit)" if commit else "EndTxn(abort)"
-        await self._call(
+        body = await self._call(
             KEY_TRANSACTION, self.transactional_id, END_TXN,
             lambda v: EndTxnRequest(transactional_id=self.transactional_id, producer_id=pid, producer_epoch=epoch,
                                     committed=commit),
             lambda b, v: self._classify(b.error_code, what), what)
+        if getattr(body, "producer_id", -1) >= 0 and getattr(body, "producer_epoch", -1) >= 0:
+            # EndTxn v5 (TV2): continue with the id and epoch it answered (Java's EndTxnHandler), new sequences;
+            # the bump is done, so an abort after a failed record needs no InitProducerId
+            self.producer.set_producer_identity(body.producer_id, body.producer_epoch)
+            self.epoch_bump_required = False
         self.partitions.clear()
         self.offsets_group = None
         self.state = TxnState.READY

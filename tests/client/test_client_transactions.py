@@ -309,3 +309,36 @@ def test_transactional_calls_out_of_order_are_refused(txn_bootstrap: str) -> Non
         await asyncio.sleep(0)
 
     run(go())
+
+
+@pytest.mark.parametrize("allowed", [2, 1])
+def test_transaction_version_follows_the_finalized_feature(txn_bootstrap: str, allowed: int) -> None:
+    """A cluster that finalizes transaction.version 2 (Kafka 4.x, the reference broker by default) gets the TV2
+    protocol from a producer that allows it: no AddPartitionsToTxn (Produce v12 adds the partition), EndTxn v5 bumps
+    the epoch at every commit and abort; a producer capped at transaction_version=1 keeps one epoch (TV1). Both
+    commit what they sent."""
+    topic = _topic(txn_bootstrap, 2)
+
+    async def go() -> None:
+        async with Producer(txn_bootstrap, transactional_id=f"tv-{topic}",
+                            transaction_version=allowed) as p:
+            await p.init_transactions()
+            assert p.txn is not None
+            conn = await p.txn._coordinator(1, p.txn.transactional_id)
+            finalized = conn.finalized_features.get("transaction.version", 0)
+            tv2 = finalized >= 2 and allowed >= 2
+            assert p.txn.tv2 is tv2
+            pid, epochs = p.producer_id, [p.producer_epoch]
+            for i, commit in enumerate([True, False, True]):
+                p.begin_transaction()
+                for part in range(2):
+                    await (await p.send(topic, f"v{i}-{part}".encode(), partition=part))
+                await (p.commit_transaction() if commit else p.abort_transaction())
+                epochs.append(p.producer_epoch)
+            assert p.producer_id == pid
+            assert epochs == ([epochs[0] + i for i in range(4)] if tv2 else [epochs[0]] * 4), (finalized, epochs)
+            assert not any(api == "AddPartitionsToTxn" for api, _ in p.txn.errors_seen) or not tv2
+        got = sorted(v for _, _, v in await _read(txn_bootstrap, topic, 2, 1))
+        assert got == [b"v0-0", b"v0-1", b"v2-0", b"v2-1"], got
+
+    run(go())

@@ -292,6 +292,11 @@ FAULTS = [
     ("txn.no_timeout", TXN, "times_out or commit_visible", "TXN-TIMEOUT-ABORTS", {"TXN-COMMIT-VISIBLE"}),
     ("txn.no_partition_verification", TXN, "not_in_transaction or commit_visible", "TXN-VERIFY-PARTITION",
      {"TXN-COMMIT-VISIBLE"}),
+    # transaction version 2 (KIP-890 part 2; the epoch and retry checks add their partitions through Produce v12)
+    ("txn.no_epoch_bump", TXN, "epoch_bumps or adds_its_partition", "TXN-TV2-EPOCH-BUMP", {"TXN-TV2-IMPLICIT-ADD"}),
+    ("txn.tv2_no_retry", TXN, "retried_end or epoch_bumps", "TXN-TV2-RETRY", {"TXN-TV2-EPOCH-BUMP"}),
+    ("txn.no_implicit_add", TXN, "adds_its_partition or commit_visible", "TXN-TV2-IMPLICIT-ADD",
+     {"TXN-COMMIT-VISIBLE"}),
     ("txn.no_concurrent_check", TXN, "markers_pending", "TXN-CONCURRENT", set()),
     ("txn.markers_leader_only", TXN, "leader_failover", "TXN-MARKERS-FAILOVER", set()),
 ]
@@ -361,7 +366,7 @@ def test_transactions_suite_passes_on_the_reference(tmp_path: Path) -> None:
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "transactions"}
-    assert declared == set(by_rule(doc)) and len(declared) == 12, declared
+    assert declared == set(by_rule(doc)) and len(declared) == 15, declared
     assert doc["duration_s"] < 90, f"the transactions suite took {doc['duration_s']} s against the reference broker"
 
 
