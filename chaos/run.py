@@ -455,11 +455,25 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
                 shutil.rmtree(data, ignore_errors=True)
 
 
+def _live_brokers(bootstrap: str) -> int:
+    """How many brokers a live cluster has (Metadata): a 1-broker cluster gets replication factor 1, not a refusal
+    (before: every run on a live 1- or 2-broker cluster failed "could not create topic ... replication factor 3").
+    3 when Metadata cannot be read plainly (TLS/SASL listeners): the broker then says what it refuses."""
+    from fixtures.net import cluster_view, parse_bootstrap
+
+    for host, port in parse_bootstrap(bootstrap):
+        try:
+            return len(cluster_view(host, port).brokers)
+        except Exception:  # noqa: BLE001 - the next address, then the default
+            continue
+    return 3
+
+
 def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, target: Any, proxies: Any,
              topology: Any, steps: list[Step], on_started: Callable[[dict[str, Any]], None] | None) -> RunResult:
     from history import Recorder
 
-    replication = min(3, len(target.broker_ids)) if target is not None else 3
+    replication = min(3, len(target.broker_ids) if target is not None else _live_brokers(bootstrap))
     topic = workload_topic(opts)
     txn = opts.workload == "txn"
     for t in ([topic, f"{topic}-out"] if txn else [topic]):
@@ -557,6 +571,11 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
         result.exit_code = EXIT_NOT_RUN
         result.message = (f"final read incomplete: {result.final}; unseen writes are not proven without it "
                           f"{result.message}")
+    if s.ok == 0 and result.exit_code == EXIT_VALID:
+        # nothing was acknowledged, so nothing could be lost, duplicated or torn: VALID would be vacuous
+        result.exit_code = EXIT_NOT_RUN
+        result.message = (f"no {'transaction committed' if txn else 'send acknowledged'} in the whole run: no "
+                          f"verdict on an empty history (errors: {workload.errors[:3]}) {result.message}")
     if opts.html:
         result.html = write_run_page(path, opts.out / f"{run_id}.html", result.verdict)
     (opts.out / f"{run_id}.result.json").write_text(json.dumps(

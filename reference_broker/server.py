@@ -158,6 +158,8 @@ class Server:
             request = handler.request_cls.decode(memoryview(payload)[bio.tell():], version=api_version)
         except Exception as e:  # the codec raises many types on garbage
             raise ProtocolViolation(f"cannot decode {handler.name} v{api_version}: {type(e).__name__}: {e}") from None
+        if log.isEnabledFor(logging.DEBUG):  # --log-level DEBUG: which client speaks which version of what
+            log.debug("%s v%d from %s (%s)", handler.name, api_version, header.client_id, peer)
         ctx = RequestContext(self.node, self.registry, api_key, api_version, correlation_id, header.client_id, peer,
                              self.node.clock.monotonic())
         response = await handler.fn(ctx, request)
