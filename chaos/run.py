@@ -160,10 +160,20 @@ def cluster_settings(opts: RunOptions) -> dict[str, str]:
 
 
 # Targets started here that take broker settings by Kafka's names (`kafka.<setting>`) and a broker count; proxied
-# ones route every link through a proxy, so partition and latency faults are proxy switches.
+# ones route every link through a proxy, so partition and latency faults are proxy switches (docker: see proxiable).
 TAKES_SETTINGS = {"reference", "kafka", "docker"}
 PROXIED_TARGETS = {"reference", "kafka", "tansu"}
 STARTABLE = ("reference", "kafka", "tansu", "docker")
+
+
+def proxiable(opts: RunOptions) -> bool:
+    """Whether the cluster a run starts can route every link through proxies: the docker target with the kafka
+    flavour (--docker-image build:kafka) can, as the kafka target."""
+    if opts.target == "docker":
+        from fixtures.docker import takes_proxied
+
+        return takes_proxied(opts.docker_image, opts.target_config)
+    return opts.target in PROXIED_TARGETS
 
 
 def target_config(opts: RunOptions, network: bool) -> dict[str, str]:
@@ -173,7 +183,7 @@ def target_config(opts: RunOptions, network: bool) -> dict[str, str]:
     if opts.target in TAKES_SETTINGS:
         cfg["brokers"] = str(opts.brokers)
         cfg.update({f"kafka.{k}": v for k, v in cluster_settings(opts).items()})
-    if network and opts.target in PROXIED_TARGETS:
+    if network and proxiable(opts):
         cfg["proxied"] = "true"
     cfg.update(opts.target_config)
     return cfg

@@ -27,6 +27,7 @@ from chaos.run import (
     parse_duration,
     plan_only,
     run,
+    target_config,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,22 @@ def test_remote_bootstrap_needs_allow_remote(capsys: pytest.CaptureFixture[str])
     assert check_bootstrap("10.1.2.3:9092", allow_remote=True) == [("10.1.2.3", 9092)]
     assert main(["run", "--bootstrap", "10.1.2.3:9092", "--nemesis", "none", "--out", "/tmp/x"]) == 2
     assert "--allow-remote" in capsys.readouterr().err
+
+
+def test_network_faults_start_the_docker_kafka_flavour_proxied_and_other_images_as_before(tmp_path: Path) -> None:
+    """--nemesis partition on --target docker: build:kafka runs proxied=true as the kafka target does (its nemeses
+    then act on the proxies); the apache and tansu flavours cannot, so they start as before; the user's
+    --target-config wins."""
+    def cfg(image: str | None, network: bool = True, **config: str) -> dict[str, str]:
+        return target_config(RunOptions(out=tmp_path, target="docker", docker_image=image, target_config=config),
+                             network)
+
+    assert cfg("build:kafka")["proxied"] == "true"
+    assert cfg("kct-local/kafka:4.4.0-abc")["proxied"] == "true"
+    assert "proxied" not in cfg("build:kafka", network=False)
+    assert cfg("build:kafka", proxied="false")["proxied"] == "false"
+    assert "proxied" not in cfg("build:tansu") and "proxied" not in cfg(None) and "proxied" not in cfg("x/y:1")
+    assert target_config(RunOptions(out=tmp_path, target="kafka"), True)["proxied"] == "true"
 
 
 def test_clear_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
