@@ -614,7 +614,7 @@ def await_isr_recovery(bootstrap: str, topic: str, timeout_s: float) -> dict[str
     error = None
     while True:
         try:
-            meta = run_sync(lambda: _describe(bootstrap, 5.0)).get(topic)
+            meta = run_sync(lambda: _describe(bootstrap, 5.0))[0].get(topic)
             if meta is not None and meta.partitions:
                 missing = {p: sorted(set(pm.replicas) - set(pm.isr)) for p, pm in sorted(meta.partitions.items())}
                 missing = {p: m for p, m in missing.items() if m}

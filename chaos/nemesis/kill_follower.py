@@ -21,7 +21,8 @@ class KillFollowerNemesis:
         live = dict(params)
 
         def start() -> None:
-            leader, replicas = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"])
+            leader, replicas = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"],
+                                                target=ctx.target)
             follower = next(r for r in replicas if r != leader)
             live["leader"], live["broker"] = leader, follower
             ctx.target.kill_broker(follower)

@@ -26,7 +26,8 @@ class KillLeaderNemesis:
         def start() -> None:
             leader = LAST_LEADER.pop((params["topic"], params["partition"]), None)
             if leader is None:
-                leader, _ = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"])
+                leader, _ = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"],
+                                               target=ctx.target)
             live["broker"] = leader
             ctx.target.kill_broker(leader)
             killed.append(leader)
