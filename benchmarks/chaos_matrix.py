@@ -74,6 +74,12 @@ def skip_reason(target: str, nemesis: str) -> str | None:
     return None
 
 
+# What the lossy schedule can do to a target with no followers: Tansu's brokers are stateless over one shared store
+# (no replicas, no ISR, no unclean election), so stall-followers stalls nobody and the schedule is a kill -9 of the
+# broker the clients use, after which nothing acknowledged may be missing.
+LOSSY_EXPECT = {"tansu": "valid"}
+
+
 def cells(args: argparse.Namespace) -> list[Cell]:
     out = []
     for target in args.targets:
@@ -84,7 +90,7 @@ def cells(args: argparse.Namespace) -> list[Cell]:
         if args.lossy:
             for client in args.clients:
                 for seed in range(args.seeds):
-                    out.append(Cell(target, "lossy", client, seed, "loss"))
+                    out.append(Cell(target, "lossy", client, seed, LOSSY_EXPECT.get(target, "loss")))
     return out
 
 

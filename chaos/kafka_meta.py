@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -38,21 +38,39 @@ def run_sync(make: Callable[[], Awaitable[T]]) -> T:
     return value
 
 
-async def _describe(bootstrap: str, timeout: float) -> dict[str, Any]:
+async def _describe(bootstrap: str, timeout: float) -> tuple[dict[str, Any], dict[int, str]]:
+    """(topic metadata, broker id -> "host:port") of one Metadata answer."""
     from reference_broker.client import Admin
 
     async with Admin(bootstrap, request_timeout=timeout) as admin:
-        return await asyncio.wait_for(admin.describe_topics(None), timeout)
+        topics = await asyncio.wait_for(admin.describe_topics(None), timeout)
+        return topics, {b.node_id: f"{b.host}:{b.port}" for b in admin.cluster.brokers.values()}
 
 
-def partition_replicas(bootstrap: str, topic: str, partition: int = 0, timeout: float = 5.0
+def target_node(target: Any, reported: int, brokers: Mapping[int, str]) -> int:
+    """The target's node id for a broker id a Metadata answer reported. The same id when the target has such a node
+    (Kafka, the reference cluster); else the node that advertises the address Metadata gave for that id: Tansu
+    0.6.0 calls every broker node 111 and names only itself, so "the leader" is the broker that answered, found by
+    its advertised address. Unchanged when neither matches (the fault then fails, naming the id)."""
+    if target is None or reported in getattr(target, "broker_ids", ()):
+        return reported
+    addr = brokers.get(reported)
+    for nid, st in (target.status() if addr and hasattr(target, "status") else {}).items():
+        if st.get("client") == addr:
+            return nid
+    return reported
+
+
+def partition_replicas(bootstrap: str, topic: str, partition: int = 0, timeout: float = 5.0, target: Any = None
                        ) -> tuple[int, list[int]]:
-    """(leader id, replica ids) of one partition from Metadata; LookupError when there is no such partition."""
-    meta = run_sync(lambda: _describe(bootstrap, timeout)).get(topic)
+    """(leader id, replica ids) of one partition from Metadata, as `target`'s node ids when given (target_node);
+    LookupError when there is no such partition."""
+    topics, brokers = run_sync(lambda: _describe(bootstrap, timeout))
+    meta = topics.get(topic)
     if meta is None or meta.error_code or partition not in meta.partitions:
         raise LookupError(f"no partition {topic}-{partition} in Metadata")
     p = meta.partitions[partition]
-    return p.leader, list(p.replicas)
+    return target_node(target, p.leader, brokers), [target_node(target, r, brokers) for r in p.replicas]
 
 
 # The leader each partition had when a leader-aware fault last looked: while its followers are stopped, a Metadata
@@ -60,12 +78,13 @@ def partition_replicas(bootstrap: str, topic: str, partition: int = 0, timeout: 
 LAST_LEADER: dict[tuple[str, int], int] = {}
 
 
-def partition_leader(bootstrap: str, topic: str | None, partition: int = 0, timeout: float = 5.0
-                     ) -> tuple[str, int, int]:
-    """(topic, partition, leader id) from Metadata; `topic=None` picks the first non-internal topic by name.
+def partition_leader(bootstrap: str, topic: str | None, partition: int = 0, timeout: float = 5.0,
+                     target: Any = None) -> tuple[str, int, int]:
+    """(topic, partition, leader id) from Metadata, as `target`'s node id when given (target_node); `topic=None`
+    picks the first non-internal topic by name.
 
     Raises LookupError when there is no such topic/partition or it has no leader (-1)."""
-    topics = run_sync(lambda: _describe(bootstrap, timeout))
+    topics, brokers = run_sync(lambda: _describe(bootstrap, timeout))
     if topic is None:
         names = sorted(n for n, t in topics.items() if not t.is_internal)
         if not names:
@@ -77,7 +96,7 @@ def partition_leader(bootstrap: str, topic: str | None, partition: int = 0, time
     leader = meta.partitions[partition].leader
     if leader < 0:
         raise LookupError(f"{topic}-{partition} has no leader")
-    return topic, partition, leader
+    return topic, partition, target_node(target, leader, brokers)
 
 
 async def _quorum_leader(bootstrap: str, timeout: float) -> int | None:

@@ -216,15 +216,17 @@ class QueueWorkload:
         cfg = ClientConfig(**{**self.cfg.__dict__, "group": f"{self.cfg.group}-final"})
         client = self.factory(self.client_name, cfg)
         ends: dict[str, int] | None = None
+        last = "no answer"  # the last end-offsets error: the report says why there were none
         reached: dict[str, int] = {}
         try:
             while ends is None and time.monotonic() < deadline:
                 try:
                     ends = client.end_offsets(self.keys)
-                except Exception:  # noqa: BLE001 - leaders may still be moving: retry until the deadline
+                except Exception as e:  # noqa: BLE001 - leaders may still be moving: retry until the deadline
+                    last = f"{type(e).__name__}: {e}"[:300]
                     time.sleep(0.5)
             if ends is None:
-                return {"complete": False, "error": "no end offsets before the deadline"}
+                return {"complete": False, "error": f"no end offsets before the deadline (last: {last})"}
             parts = [f"{t}/{p}" for t, p in self.keys]
             self.recorder.invoke(process, "assign", {"partitions": parts})
             client.assign(self.keys)

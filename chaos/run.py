@@ -488,8 +488,11 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     txn = opts.workload == "txn"
     for t in ([topic, f"{topic}-out"] if txn else [topic]):
         ensure_topic(bootstrap, t, opts.partitions, replication, opts.client_extra)
-    cfg = ClientConfig(bootstrap=bootstrap, acks=opts.acks, commit=opts.commit, extra=opts.client_extra,
-                       group=f"chaos-{run_id}")
+    # settings the target says this client stack needs to talk to it at all (a target defect's workaround, e.g.
+    # Tansu and the Java client's KIP-1242 check): under the user's own, and recorded in the header
+    needed = getattr(target, "client_settings", lambda _stack: {})(opts.client)
+    cfg = ClientConfig(bootstrap=bootstrap, acks=opts.acks, commit=opts.commit,
+                       extra={**needed, **opts.client_extra}, group=f"chaos-{run_id}")
     spec: Any
     if txn:
         spec = TxnSpec(topic=topic, partitions=opts.partitions, producers=opts.producers,
@@ -509,7 +512,8 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
                            for s in steps],
                 "cluster": cluster_settings(opts) if target_name in TAKES_SETTINGS else {},
                 "target_config": dict(opts.target_config),
-                **settings_summary(cfg), "partitions": opts.partitions, "replication": replication}
+                **settings_summary(cfg), "partitions": opts.partitions, "replication": replication,
+                **({"target_client_settings": needed} if needed else {})}
     path = opts.out / f"{run_id}.jsonl"
     recorder = Recorder(run_id, target=target_name, nemesis=nemesis_name, settings=settings, sink=str(path))
     workload: Any = (TxnWorkload(spec, recorder, opts.client, cfg, seed=opts.seed) if txn
@@ -631,7 +635,7 @@ def await_isr_recovery(bootstrap: str, topic: str, timeout_s: float) -> dict[str
     error = None
     while True:
         try:
-            meta = run_sync(lambda: _describe(bootstrap, 5.0)).get(topic)
+            meta = run_sync(lambda: _describe(bootstrap, 5.0))[0].get(topic)
             if meta is not None and meta.partitions:
                 missing = {p: sorted(set(pm.replicas) - set(pm.isr)) for p, pm in sorted(meta.partitions.items())}
                 missing = {p: m for p, m in missing.items() if m}

@@ -322,15 +322,17 @@ class TxnWorkload:
         deadline = time.monotonic() + s.final_timeout_s
         client = self._client(process, group=f"{self.cfg.group}-final")
         ends: dict[str, int] | None = None
+        last = "no answer"  # the last end-offsets error: the report says why there were none
         pos: dict[str, int] = {}
         try:
             while ends is None and time.monotonic() < deadline:
                 try:
                     ends = client.end_offsets(self.keys())
-                except Exception:  # noqa: BLE001 - leaders may still be moving
+                except Exception as e:  # noqa: BLE001 - leaders may still be moving
+                    last = f"{type(e).__name__}: {e}"[:300]
                     time.sleep(0.5)
             if ends is None:
-                return {"complete": False, "error": "no end offsets before the deadline"}
+                return {"complete": False, "error": f"no end offsets before the deadline (last: {last})"}
             self._assign_all(client, process)
             for t, p in self.keys():
                 client.seek(t, p, 0)

@@ -24,7 +24,7 @@ class IsolateLeaderNemesis:
 
     def bind(self, params: dict[str, Any], ctx: Context) -> Fault:
         topic, partition, leader = partition_leader(ctx.target.bootstrap, params.get("topic"),
-                                                    int(params.get("partition", 0)))
+                                                    int(params.get("partition", 0)), target=ctx.target)
         node = f"b{leader}"
         others = [n for n in ctx.topology.nodes() if n != node and (n.startswith("b") or n == "controller")]
         if params.get("clients") == "cut":

@@ -20,7 +20,8 @@ class KillFollowerNemesis:
         live = dict(params)
 
         def choose() -> int:
-            leader, replicas = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"])
+            leader, replicas = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"],
+                                                target=ctx.target)
             live["leader"], live["broker"] = leader, next(r for r in replicas if r != leader)
             return live["broker"]
 

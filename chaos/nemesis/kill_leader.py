@@ -25,7 +25,8 @@ class KillLeaderNemesis:
         def choose() -> int:
             leader = LAST_LEADER.pop((params["topic"], params["partition"]), None)
             if leader is None:
-                leader, _ = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"])
+                leader, _ = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"],
+                                               target=ctx.target)
             live["broker"] = leader
             return leader
 

@@ -25,7 +25,8 @@ class StallFollowersNemesis:
         live = dict(params)
 
         def start() -> None:
-            leader, replicas = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"])
+            leader, replicas = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"],
+                                                target=ctx.target)
             live["leader"] = leader
             LAST_LEADER[(params["topic"], params["partition"])] = leader
             for b in replicas:

@@ -61,3 +61,16 @@ def test_unseen_is_not_a_verdict_when_the_final_read_did_not_complete() -> None:
         "partition-log": {"verdict": "illegal"}}})
     assert not only_unproven_without_final_read({"anomalies": {"bad": []}, "linearizability": lin_ok})
     assert not only_unproven_without_final_read(None)
+
+
+def test_a_final_read_without_end_offsets_says_why() -> None:
+    """The matrix's Tansu cells said only "no end offsets before the deadline"; the cause (the broker resetting the
+    connection on its ListOffsets SQL error) took a debug session to find. The last client error is now reported."""
+    from chaos.clients import ClientConfig
+    from chaos.queue import QueueSpec, QueueWorkload
+    from fixtures.net import free_port
+
+    spec = QueueSpec(partitions=1, final_timeout_s=1.5)
+    out = QueueWorkload(spec, None, "confluent", ClientConfig(f"127.0.0.1:{free_port()}", timeout_s=0.5)).final_read()
+    assert out["complete"] is False
+    assert out["error"].startswith("no end offsets before the deadline (last: KafkaException: "), out
