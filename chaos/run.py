@@ -40,10 +40,10 @@ from .txn_clients import TXN_CLIENTS
 
 EXIT_VALID, EXIT_ANOMALIES, EXIT_NOT_RUN = 0, 1, 2
 PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader", "kill-follower", "kill-controller",
-                  "pause-controller"}
+                  "pause-controller", "kill-storage", "pause-storage"}
 # faults that act on proxies (the cluster a run starts is then proxied)
 NETWORK_FAULTS = {"partition", "latency", "kafka-error", "isolate-leader", "isolate-controller", "majority-minority",
-                  "bridge", "refuse-produce"}
+                  "bridge", "refuse-produce", "isolate-storage"}
 # The fixed schedules (chaos/scenarios.py) and the faults each uses.
 FIXED_SCHEDULES = {"lossy": {"stall-followers", "kill-leader"},
                    "empty-epoch": {"refuse-produce", "kill-leader"},

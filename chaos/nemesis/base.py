@@ -55,6 +55,14 @@ class Context:
             raise RuntimeError(f"nemesis {kind!r}: the target names no active controller")
         return found
 
+    def storage_node(self, kind: str) -> int:
+        """The node id of the target's storage service (Tansu over PostgreSQL: -1), for the storage faults."""
+        found = getattr(self.target, "storage_node_id", None)
+        if found is None:
+            raise RuntimeError(f"nemesis {kind!r}: the target has no storage service of its own (Tansu with "
+                               "--target-config storage=postgres has)")
+        return int(found)
+
     def controller_node(self, node_id: int) -> str:
         """The topology node to cut for controller `node_id`: "controller" (the reference cluster's), the host of
         "k<id>" (a Kafka controller; in combined mode its broker's JVM), else "b<id>"."""

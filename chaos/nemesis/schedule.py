@@ -13,16 +13,19 @@ from .bridge import BridgeNemesis
 from .delete_consumed import DeleteConsumedNemesis
 from .isolate_controller import IsolateControllerNemesis
 from .isolate_leader import IsolateLeaderNemesis
+from .isolate_storage import IsolateStorageNemesis
 from .kafka_error import KafkaErrorNemesis
 from .kill import KillNemesis
 from .kill_controller import KillControllerNemesis
 from .kill_follower import KillFollowerNemesis
 from .kill_leader import KillLeaderNemesis
+from .kill_storage import KillStorageNemesis
 from .latency import LatencyNemesis
 from .majority_minority import MajorityMinorityNemesis
 from .partition import PartitionNemesis
 from .pause import PauseNemesis
 from .pause_controller import PauseControllerNemesis
+from .pause_storage import PauseStorageNemesis
 from .refuse_produce import RefuseProduceNemesis
 from .restart import RestartNemesis
 from .stall_followers import StallFollowersNemesis
@@ -38,7 +41,9 @@ NEMESES: dict[str, Nemesis] = {n.kind: n for n in (
     KillLeaderNemesis(), StallFollowersNemesis(), KillFollowerNemesis(),
     # the liveness schedules' faults (chaos/scenarios.py): Produce refused on every client proxy, consumed records
     # deleted
-    RefuseProduceNemesis(), DeleteConsumedNemesis())}
+    RefuseProduceNemesis(), DeleteConsumedNemesis(),
+    # the shared storage of a target that has one (Tansu over PostgreSQL: node -1, topology node "s")
+    KillStorageNemesis(), PauseStorageNemesis(), IsolateStorageNemesis())}
 
 
 @dataclass(frozen=True)
