@@ -4,6 +4,7 @@ the findings written up the way a Jepsen analysis reports them.
     .venv/bin/python benchmarks/chaos_matrix.py --out out/matrix                       # the full matrix (hours)
     .venv/bin/python benchmarks/chaos_matrix.py --targets kafka --nemeses kill --clients confluent --seeds 1 \\
         --duration 20s --out out/matrix-smoke
+    .venv/bin/python benchmarks/chaos_matrix.py --combine out/m-ref-kafka out/m-tansu --out out/matrix   # one report
 
 Each cell is one `chaos run` (chaos/run.py) against a cluster the run starts itself, with Kafka's safe settings
 (acks=all, min.insync.replicas=2, unclean.leader.election.enable=false): expected VALID — no acknowledged write
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -35,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from chaos.run import RunError, RunOptions, parse_duration, run  # noqa: E402
 
 DEFAULT_TARGETS = ("reference", "kafka", "tansu")
-DEFAULT_NEMESES = ("kill", "pause", "partition", "kill-leader", "isolate-controller")
+DEFAULT_NEMESES = ("kill", "pause", "partition", "kill-leader", "isolate-controller", "kill-storage", "pause-storage",
+                   "isolate-storage")
+STORAGE_NEMESES = ("kill-storage", "pause-storage", "isolate-storage")
 DEFAULT_CLIENTS = ("confluent", "java")
 UNSAFE = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
 # Per target: the --target-config of the cluster each run starts (tansu: brokers over shared storage).
@@ -71,6 +75,8 @@ def skip_reason(target: str, nemesis: str) -> str | None:
     """Why a target cannot suffer a nemesis (None: it can)."""
     if nemesis == "isolate-controller" and target == "tansu":
         return "Tansu has no controller: its brokers are stateless over shared storage"
+    if nemesis in STORAGE_NEMESES and target != "tansu":
+        return f"{target} keeps its log on each broker: no shared storage service to fault"
     return None
 
 
@@ -229,6 +235,38 @@ def spark_job(out: Path) -> dict[str, Any]:
             "tail": (p.stdout + p.stderr).strip().splitlines()[-3:]}
 
 
+def load_cells(out: Path) -> list[Cell]:
+    """The cells of an earlier matrix run (its matrix.json), results included."""
+    doc = json.loads((out / "matrix.json").read_text())
+    cells = []
+    for row in doc["cells"]:
+        c = Cell(row["target"], row["nemesis"], row["client"], row["seed"], row["expect"], row.get("skip"))
+        c.result = {k: v for k, v in row.items()
+                    if k not in ("run", "target", "nemesis", "client", "seed", "expect", "skip", "met")}
+        cells.append(c)
+    return cells
+
+
+def combine(parts: list[Path], out: Path) -> int:
+    """One report from matrix runs made separately (e.g. one target at a time): their cells in one table, their
+    histories in out/histories, one Spark job over all of them. A run id in two parts keeps the later part's."""
+    (out / "histories").mkdir(parents=True, exist_ok=True)
+    by_id: dict[str, Cell] = {}
+    for part in parts:
+        for c in load_cells(part):
+            by_id[c.run_id] = c
+        for f in (part / "histories").glob("*"):
+            if f.is_file() and not (out / "histories" / f.name).exists():
+                shutil.copy2(f, out / "histories" / f.name)
+    todo = list(by_id.values())
+    spark = spark_job(out)
+    write_tables(todo, out, spark)
+    bad = [c.run_id for c in todo if not met(c)]
+    print(f"combined {len(parts)} matrix runs: {len(todo)} cells, {len(bad)} not as expected {bad[:10]}; "
+          f"spark exit {spark['exit']}: {out / 'matrix.md'}")
+    return 1 if bad or spark["exit"] not in (0, 1) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", type=lambda s: tuple(s.split(",")), default=DEFAULT_TARGETS)
@@ -242,7 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=True,
                     help="add the lossy schedule (unclean election on, min.insync.replicas=1) per target and client")
     ap.add_argument("--out", type=Path, default=Path("out/matrix"))
+    ap.add_argument("--combine", type=Path, nargs="+", metavar="MATRIX_OUT",
+                    help="no runs: one report (tables, findings, Spark) from these earlier matrix outputs")
     args = ap.parse_args(argv)
+    if args.combine:
+        return combine(args.combine, args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     todo = cells(args)
     t0 = time.monotonic()
