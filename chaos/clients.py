@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,18 @@ DEFINITE_SEND_ERRORS = frozenset({
 # isolate-controller (Java client) read a value whose send had that answer, which the checker took for an aborted
 # read (G1a). With acks=0/1 the answer comes before or right after the append, so there the error stays definite.
 AFTER_APPEND_WITH_ACKS_ALL = frozenset({"NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION"})
+
+
+# librdkafka retries a produce whose attempt failed with a retriable error on a new leader without counting it
+# against `retries` (seen with retries=0: "Not leader for partition (actions Refresh,MsgNotPersisted)" from the old
+# leader, then the same message sent to the new one), so its delivery report's error is the LAST attempt's: an
+# earlier attempt may have been appended. Seen: reference cluster, isolate-controller, confluent: a send reported
+# NOT_ENOUGH_REPLICAS whose value was read (G1a), and values appended twice (duplicate); never with the Java client.
+# Only the errors no attempt can get past are definite for it.
+LIBRDKAFKA_DEFINITE = frozenset({
+    "INVALID_REQUIRED_ACKS", "MESSAGE_TOO_LARGE", "MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE",
+    "TOPIC_AUTHORIZATION_FAILED", "INVALID_TOPIC_EXCEPTION", "TOPIC_EXCEPTION",
+})
 
 
 def definite_send_errors(acks: int) -> frozenset[str]:
@@ -100,7 +113,10 @@ def classify(exc: BaseException, acks: int = -1) -> Exception:
         if n.endswith("Error"):  # kafka-python: NotEnoughReplicasError -> NOT_ENOUGH_REPLICAS
             snake = "".join("_" + c if c.isupper() else c for c in n[:-5]).lstrip("_").upper()
             names.add(snake)
-    if names & definite_send_errors(acks):
+    definite = definite_send_errors(acks)
+    if isinstance(exc, _ConfluentErr):
+        definite = definite & LIBRDKAFKA_DEFINITE
+    if names & definite:
         return Definite(name)
     return Indefinite(f"{type(exc).__name__}: {exc}")
 
@@ -255,6 +271,13 @@ class KafkaPythonClient(QueueClient):
 
 
 # ---------------------------------------------------------------------------------------------- confluent-kafka
+def rdkafka_debug() -> dict[str, str]:
+    """KCT_RDKAFKA_DEBUG=msg,protocol: librdkafka's debug contexts for the producers (to stderr), the evidence
+    behind a finding such as a duplicate or an aborted read (not a --client-config: those are security settings)."""
+    d = os.environ.get("KCT_RDKAFKA_DEBUG", "")
+    return {"debug": d} if d else {}
+
+
 class ConfluentClient(QueueClient):
     def __init__(self, cfg: ClientConfig) -> None:
         self.cfg = cfg
@@ -269,7 +292,8 @@ class ConfluentClient(QueueClient):
             self._producer = Producer({"bootstrap.servers": self.cfg.bootstrap, "acks": str(self.cfg.acks),
                                        "retries": 0, "linger.ms": 0, "enable.idempotence": False,
                                        "message.timeout.ms": int(self.cfg.timeout_s * 1000),
-                                       "request.timeout.ms": int(self.cfg.timeout_s * 1000), **self.cfg.extra})
+                                       "request.timeout.ms": int(self.cfg.timeout_s * 1000), **rdkafka_debug(),
+                                       **self.cfg.extra})
         result: dict[str, Any] = {}
 
         def done(err: Any, msg: Any) -> None:

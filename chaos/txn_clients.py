@@ -17,11 +17,10 @@ one, whose InitProducerId fences the old epoch.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from .clients import ClientConfig, ConfluentClient, QueueClient, ReferenceClient, _split
+from .clients import ClientConfig, ConfluentClient, QueueClient, ReferenceClient, _split, rdkafka_debug
 
 TXN_CLIENTS = ("reference", "confluent", "java")
 
@@ -138,7 +137,7 @@ class ConfluentTxnClient(ConfluentClient, TxnClient):
         p = Producer({"bootstrap.servers": self.cfg.bootstrap, "transactional.id": self.cfg.transactional_id,
                       "transaction.timeout.ms": self.cfg.txn_timeout_ms, "enable.idempotence": True,
                       "acks": "all", "linger.ms": 0, "message.timeout.ms": t, "request.timeout.ms": t,
-                      **self.cfg.extra, **_rdkafka_debug()})
+                      **self.cfg.extra, **rdkafka_debug()})
         p.init_transactions(self.cfg.timeout_s * 2)
         self._txp = p
 
@@ -195,12 +194,3 @@ class ConfluentTxnClient(ConfluentClient, TxnClient):
     def close(self) -> None:
         self.reset()
         super().close()
-
-
-def _rdkafka_debug() -> dict[str, str]:
-    """KCT_RDKAFKA_DEBUG=eos,msg: librdkafka's debug contexts for the transactional producer (to stderr), the
-    evidence behind a finding such as a delivery report's offset (not a --client-config: those are security)."""
-    d = os.environ.get("KCT_RDKAFKA_DEBUG", "")
-    return {"debug": d} if d else {}
-
-
