@@ -32,6 +32,11 @@ def _wait(pred, timeout: float, what: str) -> None:
     raise AssertionError(what)
 
 
+def _guardian_log(tmp_path: Path) -> str:
+    logs = list((tmp_path / "out").glob("*.guardian.log"))
+    return logs[0].read_text() if logs else ""
+
+
 def _stopped(pid: int) -> bool:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0] == "T"
@@ -54,8 +59,8 @@ def test_a_sigkilled_run_leaves_no_broker_paused(tmp_path: Path) -> None:
         chaos.wait(10)
         _wait(lambda: not _status(control)["paused"] and not _stopped(pid), 20,
               "the paused broker stayed stopped after the run was killed")
-        log = next((tmp_path / "out").glob("*.guardian.log")).read_text()
-        assert f'undid ["resume", {paused}]' in log, log
+        # the guardian logs after it acted: wait for the line too
+        _wait(lambda: f'undid ["resume", {paused}]' in _guardian_log(tmp_path), 10, _guardian_log(tmp_path))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -89,8 +94,8 @@ def test_a_sigkilled_run_leaves_no_proxy_disabled(tmp_path: Path) -> None:
         chaos.send_signal(signal.SIGKILL)
         chaos.wait(10)
         _wait(lambda: not disabled(), 20, f"proxies {disabled()} stayed disabled after the run was killed")
-        log = next((tmp_path / "out").glob("*.guardian.log")).read_text()
-        assert all(f'undid ["enable", "{n}"]' in log for n in cut), (cut, log)
+        _wait(lambda: all(f'undid ["enable", "{n}"]' in _guardian_log(tmp_path) for n in cut), 10,
+              f"{cut}: {_guardian_log(tmp_path)}")
     finally:
         target.stop()
 
