@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, compress, repeat
+from operator import is_not, itemgetter
 from typing import Any
 
 import numpy as np
@@ -216,11 +216,16 @@ class _Columns:
         self.s_kv, self.s_key, self.s_pos = kv[n_p:], k_codes[n_p:], s_pos
         self.s_seg = np.repeat(np.arange(len(sseg)), [s[3] for s in sseg]) if sseg else np.zeros(0, np.int64)
         self.s_typ = np.array([_SEND_TYPES[s[2]] for s in sseg], dtype=np.int8)[self.s_seg]
-        has_off = np.array(soff, dtype=object) != None  # noqa: E711 - elementwise, not identity
+        n_none = soff.count(None)  # (C-level passes: an object array compared with None cost 4x more)
+        if not n_none:
+            has_off = np.ones(n_s, dtype=bool)
+            self.s_off = _int64(soff)
+        else:
+            has_off = np.fromiter(map(is_not, soff, repeat(None)), dtype=bool, count=n_s)
+            self.s_off = np.zeros(n_s, dtype=np.int64)
+            if n_none < n_s:
+                self.s_off[has_off] = _int64(list(compress(soff, has_off.tolist())))
         self.s_has_off = has_off
-        self.s_off = np.zeros(n_s, dtype=np.int64)
-        if has_off.any():
-            self.s_off[has_off] = _int64([o for o in soff if o is not None])
 
         # processes, dense, for per-process successions
         procs = [s[1] for s in pseg] + [s[1] for s in sseg] + [e[1] for e in events]
