@@ -187,6 +187,7 @@ _get_value = attrgetter("value")
 _get_records = attrgetter("records")
 _TOPIC, _PARTITION, _OFFSET = attrgetter("topic"), attrgetter("partition"), attrgetter("offset")
 _TXN_ID, _OPS, _MOP_F, _SEND = attrgetter("txn_id"), attrgetter("ops"), attrgetter("f"), "send"
+_OFFSETS_KEYS, _GROUP, _OFFSETS = {"group", "offsets"}, itemgetter("group"), itemgetter("offsets")
 
 
 # What the linearizability extraction (reports.extract) reads of each f; other operations keep only their
@@ -432,12 +433,14 @@ class _Gather:
         _need(UNSET not in mls)
         _need(0 not in map(len, mls))
         offs = list(map(_get["offsets"], tv))
-        if offs.count(UNSET) < len(offs):
-            for o in offs:
-                if o is not UNSET:
-                    _need(o.keys() == {"group", "offsets"} and o["group"].__class__ is str
-                          and o["offsets"].__class__ is dict
-                          and all("/" in k and n.__class__ is int for k, n in o["offsets"].items()))
+        if offs.count(UNSET) < len(offs):  # each {"group": str, "offsets": {"t/p": int}}: whole lists at a time
+            offs = [o for o in offs if o is not UNSET]
+            _need(all(map(operator.eq, map(dict.keys, offs), repeat(_OFFSETS_KEYS))))
+            _need(set(map(type, map(_GROUP, offs))) == {str})
+            inner = list(map(_OFFSETS, offs))
+            _need(set(map(type, inner)) == {dict})
+            _need(all(map(str.__contains__, chain.from_iterable(inner), repeat("/"))))
+            _need(set(map(type, chain.from_iterable(map(dict.values, inner)))) <= {int})
         # Every micro-op was checked by msgspec (a send's fields are required, a poll's records typed); only the
         # completed txns' micro-ops are gathered: an invoke's are read again only if it never completes.
         done_sel = typ[t_rows] != 0
