@@ -186,7 +186,19 @@ class _Columns:
         n_rows = len(k_codes)
         _fits(len(self.ops) + 1, n_rows + 1)
         seen = np.full(n_keys, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(seen, k_codes, np.concatenate((p_pos, s_pos)) * (n_rows + 1) + np.arange(n_rows))
+        n_p_rows = len(p_pos)
+        if (p_pos[1:] >= p_pos[:-1]).all() and (s_pos[1:] >= s_pos[:-1]).all():
+            # Each stream in position order (as gathered): a key's lowest (position, row) in a stream is its
+            # first row there. The poll rows' codes are numbered in order of first appearance already; the send
+            # rows' are numbered so by a factorize over a few keys. (np.minimum.at over every row cost 0.2 s/1M.)
+            rows = [_first_rows(k_codes[:n_p_rows])]
+            s_codes, _ = pd.factorize(k_codes[n_p_rows:])
+            rows.append(_first_rows(s_codes.astype(np.int64, copy=False)) + n_p_rows)
+            rows = np.concatenate(rows)
+            at = np.concatenate((p_pos, s_pos))[rows]
+            np.minimum.at(seen, k_codes[rows], at * (n_rows + 1) + rows)
+        else:
+            np.minimum.at(seen, k_codes, np.concatenate((p_pos, s_pos)) * (n_rows + 1) + np.arange(n_rows))
         order = np.argsort(seen)
         rank = np.empty(n_keys, dtype=np.int64)
         rank[order] = np.arange(n_keys)
