@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from itertools import chain, compress, repeat
 from operator import attrgetter, itemgetter
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 import numpy as np
@@ -48,15 +48,25 @@ class Record(Struct, gc=False):
     offset: int | None = None
 
 
-class MicroOp(Struct, gc=False, omit_defaults=True):
-    """A txn's micro-operation: a ``send`` (a record: topic, partition, value, offset) or a ``poll`` (records)."""
+class SendOp(Struct, tag_field="f", tag="send", gc=False):
+    """A txn's ``send`` micro-operation: a record. Its fields are required here, so msgspec checks every send of
+    every txn (invokes included) while it decodes, and the gathering reads only the completed ones."""
 
-    f: Literal["send", "poll"]
-    topic: str | UnsetType = UNSET
-    partition: int | UnsetType = UNSET
-    value: _Scalar | UnsetType = UNSET
+    f: ClassVar[str] = "send"  # (the tag, as an attribute too: code reads m.f as it reads the dicts' m["f"])
+    topic: str
+    partition: int
+    value: _Scalar
     offset: int | None = None
+
+
+class PollOp(Struct, tag_field="f", tag="poll", gc=False, omit_defaults=True):
+    """A txn's ``poll`` micro-operation: the records it read (needed in an ok txn only)."""
+
+    f: ClassVar[str] = "poll"
     records: list[Record] | UnsetType = UNSET
+
+
+MicroOp = SendOp | PollOp  # a txn's micro-operation, told apart by its ``f`` (msgspec's tagged union)
 
 
 class TxnOffsets(Struct, gc=False):
@@ -81,7 +91,7 @@ class Value(Struct, gc=False, omit_defaults=True):
     offsets: dict[str, Any] | UnsetType = UNSET
     positions: dict[str, int] | UnsetType = UNSET
     txn_id: str | UnsetType = UNSET
-    ops: list[MicroOp] | UnsetType = UNSET
+    ops: list[SendOp | PollOp] | UnsetType = UNSET
     abort: bool | UnsetType = UNSET
 
 
@@ -137,12 +147,13 @@ class _Decoders:
     def _build(self) -> msgspec.json.Decoder:
         topic = Literal[tuple(sorted(self.topics)) or ("",)]
         rec = msgspec.defstruct("Record", [("topic", topic)], bases=(Record,), gc=False)
-        mop = msgspec.defstruct("MicroOp", [("records", list[rec] | UnsetType, UNSET),
-                                            ("topic", topic | UnsetType, UNSET)],
-                                bases=(MicroOp,), gc=False, omit_defaults=True)
+        send = msgspec.defstruct("SendOp", [("topic", topic)], bases=(SendOp,), gc=False, tag_field="f",
+                                 tag="send")
+        poll = msgspec.defstruct("PollOp", [("records", list[rec] | UnsetType, UNSET)], bases=(PollOp,), gc=False,
+                                 omit_defaults=True, tag_field="f", tag="poll")
         val = msgspec.defstruct("Value", [("records", list[rec] | UnsetType, UNSET),
                                           ("topic", topic | UnsetType, UNSET),
-                                          ("ops", list[mop] | UnsetType, UNSET)],
+                                          ("ops", list[send | poll] | UnsetType, UNSET)],
                                 bases=(Value,), gc=False, omit_defaults=True)
         op = msgspec.defstruct("Op", [("run_id", Literal[self.run_id]), ("f", _F),
                                       ("value", val | None, msgspec.field(default_factory=val))],
@@ -161,9 +172,9 @@ def _topics(ops: list[Op]) -> set[str]:
                 out.update(r.topic for r in v.records)
             if v.ops is not UNSET:
                 for m in v.ops:
-                    if m.topic is not UNSET:
+                    if m.f == "send":
                         out.add(m.topic)
-                    if m.records is not UNSET:
+                    elif m.records is not UNSET:
                         out.update(r.topic for r in m.records)
     return out
 _HEADER = msgspec.json.Decoder(_Header)
@@ -176,6 +187,7 @@ _get_value = attrgetter("value")
 _get_records = attrgetter("records")
 _TOPIC, _PARTITION, _OFFSET = attrgetter("topic"), attrgetter("partition"), attrgetter("offset")
 _TXN_ID, _OPS, _MOP_F, _SEND = attrgetter("txn_id"), attrgetter("ops"), attrgetter("f"), "send"
+_OFFSETS_KEYS, _GROUP, _OFFSETS = {"group", "offsets"}, itemgetter("group"), itemgetter("offsets")
 
 
 # What the linearizability extraction (reports.extract) reads of each f; other operations keep only their
@@ -260,6 +272,11 @@ def _read(path: str, young_gc: bool) -> tuple:
     counts: list[int] = []
     typed: list[Op] = []
     g = _Gather()
+    if young_gc:
+        # The lists that will hold the run (its structs, its columns: millions of items) are made old while
+        # they are empty. Young ones, each chunk's collection would move them to generation 1, and the first
+        # collection after the pause would walk every item they hold: 0.8 s of a 1M-op read.
+        gc.collect(1)
     for c in chunks:
         # Lines must be exactly the operations, as the other paths split them: no \r (text mode's line end), no
         # blank line (decode_lines skips it: the count tells), no two values on one line (the count again).
@@ -419,24 +436,30 @@ class _Gather:
         _need(UNSET not in map(_TXN_ID, tv))
         mls = list(map(_OPS, tv))
         _need(UNSET not in mls)
+        _need(0 not in map(len, mls))
+        offs = list(map(_get["offsets"], tv))
+        if offs.count(UNSET) < len(offs):  # each {"group": str, "offsets": {"t/p": int}}: whole lists at a time
+            offs = [o for o in offs if o is not UNSET]
+            _need(all(map(operator.eq, map(dict.keys, offs), repeat(_OFFSETS_KEYS))))
+            _need(set(map(type, map(_GROUP, offs))) == {str})
+            inner = list(map(_OFFSETS, offs))
+            _need(set(map(type, inner)) == {dict})
+            _need(all(map(str.__contains__, chain.from_iterable(inner), repeat("/"))))
+            _need(set(map(type, chain.from_iterable(map(dict.values, inner)))) <= {int})
+        # Every micro-op was checked by msgspec (a send's fields are required, a poll's records typed); only the
+        # completed txns' micro-ops are gathered: an invoke's are read again only if it never completes.
+        done_sel = typ[t_rows] != 0
+        t_rows = t_rows[done_sel]
+        mls = list(compress(mls, done_sel.tolist()))
         lens = np.fromiter(map(len, mls), dtype=np.int64, count=len(mls))
-        _need(lens.all())
         flat = list(chain.from_iterable(mls))
         is_s = np.fromiter(map(_SEND.__eq__, map(_MOP_F, flat)), dtype=bool, count=len(flat))
         m_row = np.repeat(t_rows, lens)  # chunk row of each micro-op
         m_typ = typ[m_row]
-        sends = list(compress(flat, is_s.tolist()))
-        _need(UNSET not in map(_TOPIC, sends) and UNSET not in map(_PARTITION, sends)
-              and UNSET not in map(_get_value, sends))
         m_poll_ok = ~is_s & (m_typ == 1)
         p_mops = list(compress(flat, m_poll_ok.tolist()))
         p_lists = list(map(_get_records, p_mops))
         _need(UNSET not in p_lists)
-        for o in map(_get["offsets"], tv):
-            if o is not UNSET:
-                _need(o.keys() == {"group", "offsets"} and o["group"].__class__ is str
-                      and o["offsets"].__class__ is dict
-                      and all("/" in k and n.__class__ is int for k, n in o["offsets"].items()))
         type_names = ("invoke", "ok", "fail", "info")
         # sends: the plain ones' records and the txns' send micro-ops, in position order
         recs: list = []
@@ -452,9 +475,8 @@ class _Gather:
                     _need(g)
             recs += chain.from_iterable(groups)
             rows.append(np.repeat(ps, np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))))
-        done_s = is_s & (m_typ != 0)
-        recs += compress(flat, done_s.tolist())
-        rows.append(m_row[done_s])
+        recs += compress(flat, is_s.tolist())
+        rows.append(m_row[is_s])
         self._stream(recs, np.concatenate(rows) if rows else np.zeros(0, np.int64), base, procs_l, typ,
                      type_names, sends=True)
         # polls: the plain ok polls' records and the ok txns' polled records, in position order
@@ -479,20 +501,24 @@ class _Gather:
         # a txn that polled and did not commit resets its consumer's tracking
         for pos in np.unique(m_row[~is_s & ((m_typ == 2) | (m_typ == 3))]).tolist():
             events.append((base + pos, procs_l[pos], "poll", None))
-        done = t_rows[typ[t_rows] != 0]
-        cols.t_ops += zip((done + base).tolist(), _pick(procs_l, done),
-                          [type_names[x] for x in typ[done].tolist()], repeat(-1))  # (invokes: in finish)
+        cols.t_ops += zip((t_rows + base).tolist(), _pick(procs_l, t_rows),
+                          [type_names[x] for x in typ[t_rows].tolist()], repeat(-1))  # (invokes: in finish)
 
     def _stream(self, recs: list, rows: np.ndarray, base: int, procs_l: list, typ: np.ndarray,
                 type_names: tuple, sends: bool) -> None:
         """Records of one stream (sends or polls) with the chunk row of each, appended in row order."""
         if not len(rows):
             return
-        order = np.argsort(rows, kind="stable")
-        srt = rows[order]
-        recs = _pick(recs, order)
+        if len(rows) > 1 and not (rows[1:] >= rows[:-1]).all():
+            order = np.argsort(rows, kind="stable")
+            rows = rows[order]
+            recs = _pick(recs, order)
+        # (rows sorted: runs and their lengths by a diff; np.unique hashed them, most of this method's time)
+        new = np.ones(len(rows), dtype=bool)
+        new[1:] = rows[1:] != rows[:-1]
+        at = np.flatnonzero(new)
+        u, counts = rows[at], np.diff(np.append(at, len(rows)))
         cols = self.cols
-        u, counts = np.unique(srt, return_counts=True)
         if sends:
             cols.s_topic += map(_TOPIC, recs)
             cols.s_partition += map(_PARTITION, recs)

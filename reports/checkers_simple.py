@@ -9,6 +9,7 @@ readable line.
 from __future__ import annotations
 
 import gc
+import warnings
 from collections.abc import Callable, Sequence
 from itertools import islice
 from operator import itemgetter, sub
@@ -17,6 +18,17 @@ from typing import Any
 from history.columns import pending_invokes
 
 from .anomalies import ANOMALIES, CheckResult, _op_ref, acceptable
+from .txn import TXN_ANOMALIES
+
+# What this checker says of a run with txns (it is the fallback for offsets outside int64): their sends and reads
+# are checked as the queue checker's batches and polls, the transactional analyses are not.
+NOT_CHECKED = ("not checked by the record-by-record checker (the fallback for offsets or sizes outside int64): "
+               "the transactional analyses (precommitted-read, torn, G1c, G0) run on int64 columns only; the "
+               "txns' sends and reads were checked as batches and polls (G1a, lost-write, duplicate, ...)")
+
+
+class NotCheckedWarning(UserWarning):
+    """A run had operations whose analyses this checker does not do (reported in ``stats["not_checked"]``)."""
 
 _MISSING = object()
 _PREV_VALUE = itemgetter(1)
@@ -85,8 +97,87 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
         order.append(ks)
         return ks
 
+    def read_records(pos: int, p: int, recs: list) -> None:
+        """An ok poll's records (or an ok txn's: every record its polls read)."""
+        nonlocal n_records
+        n_records += len(recs)
+        # One pass; Kafka returns each partition's records contiguously, so switch key only on a change.
+        groups: dict[_Key, list] = {}
+        cur_t = cur_p = None
+        for r in recs:
+            t = r["topic"]
+            pt = r["partition"]
+            if pt != cur_p or t != cur_t:
+                cur_t, cur_p = t, pt
+                parts = by_topic.get(t)
+                ks = parts.get(pt) if parts is not None else None
+                if ks is None:
+                    ks = new_key(t, pt)
+                vals = groups.get(ks)
+                if vals is None:
+                    vals = groups[ks] = []
+                log_first = ks.log_first
+                readers = ks.readers
+                add = vals.append
+            v = r["value"]
+            off = r["offset"]
+            prev = log_first(off, v)
+            if prev is not v and prev != v:
+                ks.observe(off, v)
+            if v not in readers:
+                readers[v] = pos
+            add(v)
+        lr = last_read.get(p)
+        if lr is None:
+            lr = last_read[p] = {}
+        for ks, vals in groups.items():
+            if len(vals) > 1:
+                ks.polls.append((pos, vals))
+            prev = lr.get(ks)
+            if prev is not None:
+                ks.poll_pairs.append((prev[0], prev[1], pos, vals[0]))
+            lr[ks] = (pos, vals[-1])
+
+    def send_records(pos: int, p: int, typ: str, recs: list) -> None:
+        """A batch send's records (or a txn's sends: a batch with the txn's outcome)."""
+        ls = None
+        if typ != "fail":
+            ls = last_send.get(p)
+            if ls is None:
+                ls = last_send[p] = {}
+        batch: dict[_Key, list] | None = {} if len(recs) > 1 else None
+        for r in recs:
+            t = r["topic"]
+            pt = r["partition"]
+            v = r["value"]
+            parts = by_topic.get(t)
+            ks = parts.get(pt) if parts is not None else None
+            if ks is None:
+                ks = new_key(t, pt)
+            ks.writers[v] = (pos, typ)
+            if typ == "fail":
+                ks.failed.append(v)
+                continue
+            off = r.get("offset")
+            if off is not None:
+                if typ == "ok":
+                    ks.observe(off, v)
+                else:
+                    ks.info_offsets.append((off, v))
+            if batch is not None:
+                batch.setdefault(ks, []).append(v)
+            prev = ls.get(ks)
+            if prev is not None and prev[0] != pos:  # pairs inside one batch are internal, checked below
+                ks.send_pairs.append((prev[0], prev[1], pos, v))
+            ls[ks] = (pos, v)
+        if batch:
+            for ks, vals in batch.items():
+                if len(vals) > 1:
+                    ks.batches.append((pos, vals))
+
     # invokes never completed are indeterminate, exactly like info completions: treated as one at the invoke
-    pending = {pos for pos in pending_invokes(ops) if ops[pos]["f"] in ("send", "poll")}
+    pending = {pos for pos in pending_invokes(ops) if ops[pos]["f"] in ("send", "poll", "txn")}
+    n_txns = 0
     for pos, op in enumerate(ops):
         typ = op["type"]
         if typ == "invoke":
@@ -100,46 +191,8 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
                     last_read.pop(op["process"], None)
                 continue  # a failed poll did not happen and moved nothing
             recs = op["value"]["records"]
-            if not recs:
-                continue
-            n_records += len(recs)
-            # One pass; Kafka returns each partition's records contiguously, so switch key only on a change.
-            groups: dict[_Key, list] = {}
-            cur_t = cur_p = None
-            for r in recs:
-                t = r["topic"]
-                pt = r["partition"]
-                if pt != cur_p or t != cur_t:
-                    cur_t, cur_p = t, pt
-                    parts = by_topic.get(t)
-                    ks = parts.get(pt) if parts is not None else None
-                    if ks is None:
-                        ks = new_key(t, pt)
-                    vals = groups.get(ks)
-                    if vals is None:
-                        vals = groups[ks] = []
-                    log_first = ks.log_first
-                    readers = ks.readers
-                    add = vals.append
-                v = r["value"]
-                off = r["offset"]
-                prev = log_first(off, v)
-                if prev is not v and prev != v:
-                    ks.observe(off, v)
-                if v not in readers:
-                    readers[v] = pos
-                add(v)
-            p = op["process"]
-            lr = last_read.get(p)
-            if lr is None:
-                lr = last_read[p] = {}
-            for ks, vals in groups.items():
-                if len(vals) > 1:
-                    ks.polls.append((pos, vals))
-                prev = lr.get(ks)
-                if prev is not None:
-                    ks.poll_pairs.append((prev[0], prev[1], pos, vals[0]))
-                lr[ks] = (pos, vals[-1])
+            if recs:
+                read_records(pos, op["process"], recs)
         elif f == "send":
             value = op["value"]
             if "records" not in value:  # the common case: one record, inline
@@ -171,42 +224,27 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
                     ks.send_pairs.append((prev[0], prev[1], pos, v))
                 ls[ks] = (pos, v)
                 continue
-            recs = value["records"]
+            send_records(pos, op["process"], typ, value["records"])
+        elif f == "txn":
+            # As the columnar checker gathers a txn (history.columns): its sends a batch of the txn's outcome,
+            # an ok txn's polled records one poll after them (its partitions first seen in record order, polled
+            # ones first), and a txn that polled and did not commit resets its consumer's poll tracking.
+            n_txns += 1
             p = op["process"]
-            ls = None
-            if typ != "fail":
-                ls = last_send.get(p)
-                if ls is None:
-                    ls = last_send[p] = {}
-            batch: dict[_Key, list] | None = {} if len(recs) > 1 else None
+            mops = op["value"]["ops"]
+            sends = [m for m in mops if m["f"] == "send"]
+            polls = [m for m in mops if m["f"] == "poll"]
+            recs = [r for m in polls for r in m["records"]] if typ == "ok" else []
             for r in recs:
-                t = r["topic"]
-                pt = r["partition"]
-                v = r["value"]
-                parts = by_topic.get(t)
-                ks = parts.get(pt) if parts is not None else None
-                if ks is None:
-                    ks = new_key(t, pt)
-                ks.writers[v] = (pos, typ)
-                if typ == "fail":
-                    ks.failed.append(v)
-                    continue
-                off = r.get("offset")
-                if off is not None:
-                    if typ == "ok":
-                        ks.observe(off, v)
-                    else:
-                        ks.info_offsets.append((off, v))
-                if batch is not None:
-                    batch.setdefault(ks, []).append(v)
-                prev = ls.get(ks)
-                if prev is not None and prev[0] != pos:  # pairs inside one batch are internal, checked below
-                    ks.send_pairs.append((prev[0], prev[1], pos, v))
-                ls[ks] = (pos, v)
-            if batch:
-                for ks, vals in batch.items():
-                    if len(vals) > 1:
-                        ks.batches.append((pos, vals))
+                parts = by_topic.get(r["topic"])
+                if parts is None or r["partition"] not in parts:
+                    new_key(r["topic"], r["partition"])
+            if sends:
+                send_records(pos, p, typ, sends)
+            if recs:
+                read_records(pos, p, recs)
+            elif polls and typ != "ok":
+                last_read.pop(p, None)
         elif f == "assign" or f == "subscribe":
             if typ == "fail":
                 continue
@@ -231,6 +269,9 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
     for ks in order:
         _analyze_key(ks.name, ks, anomalies, ops)
     stats = {"ops": len(ops), "keys": len(order), "polled_records": n_records}
+    if n_txns:
+        stats["not_checked"] = {a: NOT_CHECKED for a in TXN_ANOMALIES}
+        warnings.warn(f"{n_txns} txn operations: {NOT_CHECKED}", NotCheckedWarning, stacklevel=3)
     return CheckResult(anomalies, acceptable(settings), stats, [ks.name for ks in order])
 
 

@@ -265,3 +265,20 @@ def test_a_line_of_another_run_or_a_file_without_topics_or_header(tmp_path):
 def _exact(path: str) -> list[History]:
     with _exact_only():
         return hio.read_jsonl(path)
+
+
+@pytest.mark.parametrize("offsets", [
+    {"group": "g", "offsets": {"t/0": 1}}, {"group": 1, "offsets": {}}, {"group": "g", "offsets": {"t0": 1}},
+    {"group": "g", "offsets": {"t/0": 1.5}}, {"group": "g", "offsets": {"t/0": True}},
+    {"group": "g", "offsets": [], "x": 1}, {"group": "g", "offsets": {"t/0": 1}, "x": 2}, {"group": "g"}])
+def test_txn_offsets_are_taken_only_in_their_exact_shape(tmp_path, offsets):
+    """A txn's ``offsets`` (send_offsets_to_transaction) are checked a whole chunk at a time: only
+    ``{"group": str, "offsets": {"t/p": int}}`` stays on the typed path; anything else (an extra key too, which
+    the exact path accepts) goes to the other paths, which read it as the exact path does."""
+    v = {"txn_id": "a", "ops": [{"f": "send", "topic": "t", "partition": 0, "key": None, "value": 1}],
+         "offsets": offsets}
+    lines = [dumps({"run_id": "r", "index": i, "time_ns": i, "process": 0, "type": typ, "f": "txn", "value": v})
+             for i, typ in enumerate(("invoke", "ok"))]
+    path = _write(tmp_path, lines)
+    assert (read_typed(path) is not None) == (dumps(offsets) == '{"group":"g","offsets":{"t/0":1}}')
+    assert _outcome(lambda: hio.read_jsonl(path)) == _outcome(lambda: _exact(path))

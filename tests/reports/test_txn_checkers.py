@@ -220,3 +220,41 @@ def test_torn_found_where_the_group_counts_balance_a_skip() -> None:
         torn_poll["value"]["records"] = reads
         res = analyze(h.ops, h.settings)
         assert [c["missing"][0]["value"] for c in res.anomalies["torn"]] == ["T2"], (reads, res.anomalies["torn"])
+
+
+# ---------------------------------------------------------------- the record-by-record fallback
+
+def test_record_by_record_checker_checks_txns_as_batches_and_polls_and_says_what_it_does_not_check() -> None:
+    """reports.checkers_simple (the fallback for offsets outside int64) gathers a txn as the columnar checker does
+    (its sends a batch of its outcome, an ok txn's reads one poll): the same queue cases (G1a: a read of an aborted
+    txn's write), keys and stats; the transactional analyses it does not do are named in ``stats["not_checked"]``
+    with a warning, never passed over in silence. (Before, it skipped txn operations: no G1a, no word.)"""
+    from reports import checkers_simple
+    from reports.anomalies import ANOMALIES
+    from reports.checkers import _Columns
+    from reports.txn import TXN_ANOMALIES
+
+    for kind in (None, "G1a", "G1c"):
+        h = _clean(3) if kind is None else synth.with_txn_anomaly(_clean(3), kind)
+        fast = _Columns(h.ops).analyze(h.settings)
+        with pytest.warns(checkers_simple.NotCheckedWarning, match="not checked"):
+            slow = checkers_simple.analyze(h.ops, h.settings)
+        stats = dict(slow.stats)
+        assert sorted(stats.pop("not_checked")) == sorted(TXN_ANOMALIES)
+        assert stats == fast.stats and slow.keys == fast.keys
+        for a in ANOMALIES:
+            if a not in TXN_ANOMALIES:
+                assert slow.anomalies[a] == fast.anomalies[a], a
+        assert slow.found == (fast.found - set(TXN_ANOMALIES))
+
+
+def test_offsets_outside_int64_fall_back_and_the_txn_analyses_are_reported_not_checked() -> None:
+    """A txn history with an offset beyond int64 goes to the record-by-record checker: a read of an aborted
+    txn's write is still G1a, and the result says the transactional analyses were not checked."""
+    big = 1 << 70
+    ops = _ops([(0, "invoke", "txn", _t(_s("a", 0))), (0, "fail", "txn", {**_t(_s("a", 0, big)), "abort": True}),
+                (1, "invoke", "poll", {}), (1, "ok", "poll", {"records": [_r("a", 0, big)]})])
+    with pytest.warns(UserWarning, match="not checked"):
+        res = analyze(ops)
+    assert res.found == {"G1a"} and not res.valid
+    assert "G1c" in res.stats["not_checked"]
