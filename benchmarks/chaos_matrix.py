@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import queue
 import shutil
 import subprocess
 import sys
@@ -112,22 +114,58 @@ def options(cell: Cell, args: argparse.Namespace) -> RunOptions:
         run_id=cell.run_id, progress=False, check_budget=10)
 
 
-def run_cell(cell: Cell, args: argparse.Namespace) -> None:
-    t0 = time.monotonic()
+def _run_child(opts: RunOptions, out: Any) -> None:
     try:
-        res = run(options(cell, args))
+        res = run(opts)
     except (RunError, Exception) as exc:  # noqa: BLE001 - a cell that could not run is reported, not fatal
-        cell.result = {"exit": 2, "error": f"{type(exc).__name__}: {exc}", "wall_s": round(time.monotonic() - t0)}
+        out.put({"exit": 2, "error": f"{type(exc).__name__}: {exc}"})
         return
     verdict = res.verdict or {}
     anomalies = verdict.get("anomalies", {})
-    cell.result = {
-        "exit": res.exit_code, "wall_s": round(time.monotonic() - t0), "stats": res.stats, "message": res.message,
+    out.put({
+        "exit": res.exit_code, "stats": res.stats, "message": res.message,
         "history": str(res.history) if res.history else None,
         "counts": anomalies.get("counts", {}), "bad": anomalies.get("bad", []),
         "cases": {k: v[:1] for k, v in anomalies.get("cases", {}).items()},
         "final": res.final,
-    }
+    })
+
+
+def run_cell(cell: Cell, args: argparse.Namespace) -> None:
+    """One cell in a child process with a deadline: a client stack that deadlocks holding the GIL (seen:
+    confluent-kafka 2.16.1's Consumer.assignment() waiting on librdkafka's main thread, itself waiting on a lock)
+    freezes every thread of its process, so only another process can end the cell; the cluster it started dies
+    with the child (the supervisor's watchdog)."""
+    t0 = time.monotonic()
+    opts = options(cell, args)
+    deadline = getattr(args, "cell_deadline", None) or 3 * opts.duration + 420.0   # start, faults, recovery, read
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_run_child, args=(opts, out), name=cell.run_id)
+    child.start()
+    result: dict[str, Any] | None = None
+    while result is None and child.is_alive() and time.monotonic() - t0 < deadline:
+        try:
+            result = out.get(timeout=1.0)
+        except queue.Empty:
+            continue
+    if result is None:
+        try:
+            result = out.get(timeout=1.0)
+        except queue.Empty:
+            result = None
+    if result is None:
+        hung = child.is_alive()
+        if hung:
+            child.kill()
+        child.join(30)
+        result = {"exit": 2, "error": (f"the cell did not finish within {deadline:.0f} s: killed (a client stack or "
+                                       "the cluster stopped answering)") if hung else
+                  f"the cell's process ended (exit {child.exitcode}) without a result"}
+    else:
+        child.join(60)
+    result["wall_s"] = round(time.monotonic() - t0)
+    cell.result = result
 
 
 # The matrix's producers run without idempotence (retries=0, enable.idempotence=false): Kafka promises no duplicates
@@ -309,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=True,
                     help="add the lossy schedule (unclean election on, min.insync.replicas=1) per target and client")
     ap.add_argument("--out", type=Path, default=Path("out/matrix"))
+    ap.add_argument("--cell-deadline", type=parse_duration, default=None,
+                    help="kill a cell that runs longer (default 3 x duration + 7 min)")
     ap.add_argument("--combine", type=Path, nargs="+", metavar="MATRIX_OUT",
                     help="no runs: one report (tables, findings, Spark) from these earlier matrix outputs")
     args = ap.parse_args(argv)

@@ -1,0 +1,45 @@
+"""The chaos matrix (benchmarks/chaos_matrix.py): a cell that hangs is killed and reported, the others go on.
+
+Before: cells ran in the matrix's own process, and a confluent-kafka deadlock that held the GIL
+(Consumer.assignment() waiting on librdkafka's main thread) froze the whole matrix for good — SIGTERM could not even
+end it. Now each cell runs in a child process with a deadline."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import chaos_matrix as m  # noqa: E402
+
+
+def _args(tmp_path: Path, deadline: float) -> argparse.Namespace:
+    return argparse.Namespace(out=tmp_path, duration=5.0, rate=10.0, interval=2.0, fault_duration=1.0,
+                              cell_deadline=deadline)
+
+
+def test_a_hung_cell_is_killed_at_its_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def hang(opts: object) -> None:
+        while True:          # holds nothing, answers nothing: as a deadlocked client stack looks from outside
+            time.sleep(1)
+
+    monkeypatch.setattr(m, "run", hang)
+    cell = m.Cell("reference", "kill", "confluent", 0, "valid")
+    t0 = time.monotonic()
+    m.run_cell(cell, _args(tmp_path, 3.0))
+    assert time.monotonic() - t0 < 20
+    assert cell.result["exit"] == 2 and "did not finish within 3 s" in cell.result["error"], cell.result
+    assert not m.met(cell)
+
+
+def test_a_cell_that_raises_is_reported_not_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(opts: object) -> None:
+        raise m.RunError("cluster unreachable")
+
+    monkeypatch.setattr(m, "run", boom)
+    cell = m.Cell("kafka", "pause", "java", 1, "valid")
+    m.run_cell(cell, _args(tmp_path, 30.0))
+    assert cell.result["exit"] == 2 and "cluster unreachable" in cell.result["error"], cell.result
