@@ -172,7 +172,7 @@ def run_cell(cell: Cell, args: argparse.Namespace) -> None:
 # only to idempotent producers (KIP-98), so a client that sends a record twice (librdkafka re-sends to a new leader
 # without counting retries=0) duplicates it on any broker; a consumer then also sees the duplicated value out of
 # order (nonmonotonic, skip). Such a run is as expected when every one of those cases involves a duplicated value.
-DUPLICATE_FAMILY = {"duplicate", "int-nonmonotonic-poll", "int-poll-skip", "nonmonotonic-poll"}
+DUPLICATE_FAMILY = {"duplicate", "int-nonmonotonic-poll", "int-poll-skip", "nonmonotonic-poll", "poll-skip"}
 
 
 def only_client_duplicates(cell: Cell) -> bool:
