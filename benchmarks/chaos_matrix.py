@@ -347,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=True,
                     help="add the lossy schedule (unclean election on, min.insync.replicas=1) per target and client")
     ap.add_argument("--out", type=Path, default=Path("out/matrix"))
+    ap.add_argument("--only", type=lambda v: set(v.split(",")), default=None, metavar="RUN_ID,...",
+                    help="run only these cells of the matrix (e.g. to run one again; --combine merges the outputs)")
     ap.add_argument("--cell-deadline", type=parse_duration, default=None,
                     help="kill a cell that runs longer (default 3 x duration + 7 min)")
     ap.add_argument("--combine", type=Path, nargs="+", metavar="MATRIX_OUT",
@@ -355,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.combine:
         return combine(args.combine, args.out)
     args.out.mkdir(parents=True, exist_ok=True)
-    todo = cells(args)
+    todo = [c for c in cells(args) if not args.only or c.run_id in args.only]
     t0 = time.monotonic()
     for i, cell in enumerate(todo, 1):
         if not cell.skip:
