@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ..kafka_meta import LAST_LEADER, partition_replicas
+from ..kafka_meta import LAST_LEADER, LAST_LEADER_ADDR, partition_view
 from .base import Context, Fault, PlanInput
 
 
@@ -25,10 +25,11 @@ class StallFollowersNemesis:
         live = dict(params)
 
         def start() -> None:
-            leader, replicas = partition_replicas(ctx.target.bootstrap, params["topic"], params["partition"],
-                                                target=ctx.target)
+            leader, replicas, raw, addr = partition_view(ctx.target.bootstrap, params["topic"], params["partition"],
+                                                         target=ctx.target)
             live["leader"] = leader
             LAST_LEADER[(params["topic"], params["partition"])] = leader
+            LAST_LEADER_ADDR[(params["topic"], params["partition"])] = f"{raw}@{addr}"
             for b in replicas:
                 if b != leader:
                     ctx.target.pause_broker(b)

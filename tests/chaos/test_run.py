@@ -86,7 +86,7 @@ def test_same_seed_same_schedule(tmp_path: Path) -> None:
     assert [s.describe() for s in a] != [s.describe() for s in other]
 
 
-def _lossy(tmp_path: Path, unsafe: bool) -> tuple[int, dict]:
+def _lossy(tmp_path: Path, unsafe: bool) -> tuple[int, dict, Any]:
     settings = dict(FAST)
     if unsafe:
         settings.update({"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
@@ -94,12 +94,15 @@ def _lossy(tmp_path: Path, unsafe: bool) -> tuple[int, dict]:
                          seed=3, cluster_settings=settings, progress=False, parquet=False, check_budget=5,
                          html=False))
     assert res.final and res.final["complete"], res
-    return res.exit_code, res.verdict or {}
+    return res.exit_code, res.verdict or {}, res
 
 
 @pytest.mark.timeout(120)
 def test_unclean_election_with_min_isr_1_loses_acknowledged_writes(tmp_path: Path) -> None:
-    code, verdict = _lossy(tmp_path, unsafe=True)
+    code, verdict, res = _lossy(tmp_path, unsafe=True)
+    # the kill came once the leader was alone in the ISR (its own Metadata said so), not at a guessed time
+    (kill,) = _nemesis_values(res, "kill-leader")
+    assert kill["isr_alone"] is True, kill
     assert code == 1
     counts = verdict["anomalies"]["counts"]
     assert counts.get("lost-write", 0) > 0, counts
@@ -110,7 +113,7 @@ def test_unclean_election_with_min_isr_1_loses_acknowledged_writes(tmp_path: Pat
 
 @pytest.mark.timeout(120)
 def test_min_isr_2_same_schedule_loses_nothing(tmp_path: Path) -> None:
-    code, verdict = _lossy(tmp_path, unsafe=False)
+    code, verdict, _ = _lossy(tmp_path, unsafe=False)
     assert code == 0, verdict.get("anomalies", {}).get("counts")
     assert "lost-write" not in verdict["anomalies"]["counts"]
 
