@@ -39,10 +39,11 @@ def test_txn_run_records_transactions_and_reads_only_committed(tmp_path: Path, t
     out = tmp_path / "out"
     small = ["--producers", "1", "--consumers", "1"] if client == "java" else []   # a JVM per process
     # 15 s: the consume-transform-produce stage first joins its group (initial rebalance delay 3 s, a JVM start);
-    # with 10 s, under a load of 8-10 on 2 cores, some runs ended before its first commit
+    # with 10 s, under a load of 8-10 on 2 cores, some runs ended before its first commit; a Java one at 15 s under a
+    # load of 13 (its JVMs start and join the group first: ~5 s on a quiet machine)
     proc = subprocess.run(
         [sys.executable, "-m", "chaos", "run", "--workload", "txn", "--target", target, "--brokers", "1",
-         "--client", client, "--nemesis", "none", "--duration", "15s", "--rate", "15", "--partitions", "2",
+         "--client", client, "--nemesis", "none", "--duration", "25s" if client == "java" else "15s", "--rate", "15", "--partitions", "2",
          "--abort-prob", "0.3", "--seed", "5", "--quiet", "--out", str(out), *small],
         cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

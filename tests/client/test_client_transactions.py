@@ -44,12 +44,12 @@ def txn_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         yield t.bootstrap
 
 
-def _topic(bootstrap: str, partitions: int = 2) -> str:
+def _topic(bootstrap: str, partitions: int = 2, configs: dict[str, str] | None = None) -> str:
     name = f"txn-{uuid.uuid4().hex[:10]}"
 
     async def create() -> None:
         async with Admin(bootstrap) as admin:
-            await admin.create_topics([NewTopic(name, partitions)])
+            await admin.create_topics([NewTopic(name, partitions, configs=configs or {})])
             # Ready = every partition's leader answers: Kafka's leaders learn of a new topic from the metadata log
             # a moment after CreateTopics answers (a first transactional send got NOT_LEADER_OR_FOLLOWER).
             deadline = asyncio.get_running_loop().time() + 15
@@ -266,11 +266,10 @@ def test_a_failed_record_makes_the_transaction_abortable_and_abort_bumps_the_epo
     """A record that fails (here: larger than the topic's max.message.bytes, MESSAGE_TOO_LARGE) cannot be part of a
     committed transaction: commit raises, the producer must abort, and after the abort its epoch is bumped
     (InitProducerId with its id and epoch, KIP-360) so the next transaction starts clean."""
-    topic = f"txn-{uuid.uuid4().hex[:10]}"
+    # a topic whose leader answers before the first send (the full run once got NOT_LEADER_OR_FOLLOWER on Kafka)
+    topic = _topic(txn_bootstrap, 1, {"max.message.bytes": "2000"})
 
     async def go() -> None:
-        async with Admin(txn_bootstrap) as admin:
-            await admin.create_topics([NewTopic(topic, 1, configs={"max.message.bytes": "2000"})])
         async with Producer(txn_bootstrap, transactional_id=f"t-{topic}", retries=0) as p:
             await p.init_transactions()
             epoch = p.producer_epoch
