@@ -128,7 +128,10 @@ def test_confluent_to_ours(broker_bootstrap: str, new_topic, codec) -> None:
 
     got = run(consume())
     batches = run(raw_batches(broker_bootstrap, TopicPartition(topic, 0)))
-    assert {b.compression_type for b in batches} == {CODEC_IDS[codec]}  # librdkafka really compressed
+    # librdkafka really compressed; a batch whose compressed form came out larger (a lone record, when linger ended a
+    # batch early under load) it sends uncompressed (rd_kafka_msgset_writer_compress), so 0 may appear beside it
+    types = {b.compression_type for b in batches}
+    assert CODEC_IDS[codec] in types and types <= {0, CODEC_IDS[codec]}, types
     assert [r.offset for r in got] == list(range(40))
     assert [(r.key, r.value, r.headers) for r in got] == recs
     assert [r.timestamp for r in got] == [1_700_000_000_000 + i for i in range(40)]
