@@ -20,7 +20,7 @@ from chaos.guardian import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_run import _start_cluster, _status  # noqa: E402
+from test_run import _start_cluster, _status, _stop  # noqa: E402
 
 
 def _wait(pred, timeout: float, what: str) -> None:
@@ -62,12 +62,7 @@ def test_a_sigkilled_run_leaves_no_broker_paused(tmp_path: Path) -> None:
         # the guardian logs after it acted: wait for the line too
         _wait(lambda: f'undid ["resume", {paused}]' in _guardian_log(tmp_path), 10, _guardian_log(tmp_path))
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        _stop(proc)
 
 
 @pytest.mark.timeout(150)

@@ -5,7 +5,6 @@ refused MESSAGE_TOO_LARGE, as Kafka refuses it)."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ import pytest
 from chaos.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_run import _stop  # noqa: E402
 
 
 def _serve(tmp_path: Path, *config: str) -> Iterator[str]:
@@ -32,12 +33,7 @@ def _serve(tmp_path: Path, *config: str) -> Iterator[str]:
         assert line.startswith("READY"), "broker did not start"
         yield line.split()[1]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        _stop(proc, 20)
 
 
 @pytest.mark.timeout(120)

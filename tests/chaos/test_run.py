@@ -180,6 +180,16 @@ def _start_cluster(tmp_path: Path) -> tuple[subprocess.Popen, str, str]:
     return proc, bootstrap, control
 
 
+def _stop(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM by PID, SIGKILL after `grace` s: a cluster or broker a test started never outlives it."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def _status(control: str) -> dict:
     return json.loads(ControlSocketTarget(control, "")._call("status"))
 
@@ -210,12 +220,7 @@ def test_live_cluster_ctrl_c_leaves_no_fault_behind(tmp_path: Path) -> None:
         nem = [o["value"] for o in ops if o["f"] == "nemesis" and o["type"] == "info"]
         assert nem[-1]["phase"] == "stop" and nem[-1]["reason"] == "cleanup" and nem[-1]["ok"]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        _stop(proc)
     assert os.path.exists(tmp_path)
 
 
