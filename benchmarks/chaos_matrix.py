@@ -5,6 +5,8 @@ the findings written up the way a Jepsen analysis reports them.
     .venv/bin/python benchmarks/chaos_matrix.py --targets kafka --nemeses kill --clients confluent --seeds 1 \\
         --duration 20s --out out/matrix-smoke
     .venv/bin/python benchmarks/chaos_matrix.py --combine out/m-ref-kafka out/m-tansu --out out/matrix   # one report
+    .venv/bin/python benchmarks/chaos_matrix.py --workload txn --targets reference,kafka \\
+        --nemeses kill+pause+partition --no-lossy --out out/txn-matrix     # transactions, faults combined per cell
 
 Each cell is one `chaos run` (chaos/run.py) against a cluster the run starts itself, with Kafka's safe settings
 (acks=all, min.insync.replicas=2, unclean.leader.election.enable=false): expected VALID — no acknowledged write
@@ -18,6 +20,12 @@ aggregate: per target, nemesis and anomaly), matrix.json and matrix.md (one row 
 faults applied, anomalies; then the findings: for every run whose verdict differs from its expectation, the
 anomaly, the fault that preceded its first evidence, the minimal evidence and whether the settings allowed it).
 Exit 0 when every cell ran and met its expectation, 1 otherwise.
+
+A nemesis `a+b+c` is one cell whose run draws its faults from all three (chaos run's `--nemesis a,b,c`).
+`--workload txn` runs the transactional workload (chaos/txn.py: transactions of 1-4 sends, some aborted on purpose,
+read_committed consumers, consume-transform-produce) in every cell, expected VALID (no lost or duplicated committed
+write, no aborted or uncommitted read, no torn transaction); its `--rate` counts transactions (default 20). The lossy
+schedule is a queue-workload cell only.
 """
 
 from __future__ import annotations
@@ -61,20 +69,24 @@ LOSS = {"lost-write", "inconsistent-offsets"}
 @dataclass
 class Cell:
     target: str
-    nemesis: str          # a nemesis name, or "lossy"
+    nemesis: str          # a nemesis name, several joined by "+", or "lossy"
     client: str
     seed: int
     expect: str           # "valid" | "loss"
     skip: str | None = None
     result: dict[str, Any] = field(default_factory=dict)
+    workload: str = "queue"
 
     @property
     def run_id(self) -> str:
-        return f"{self.target}-{self.nemesis}-{self.client}-s{self.seed}"
+        prefix = "" if self.workload == "queue" else f"{self.workload}-"
+        return f"{prefix}{self.target}-{self.nemesis}-{self.client}-s{self.seed}"
 
 
 def skip_reason(target: str, nemesis: str) -> str | None:
-    """Why a target cannot suffer a nemesis (None: it can)."""
+    """Why a target cannot suffer a nemesis (None: it can); a combination as soon as one of its parts cannot."""
+    if "+" in nemesis:
+        return next((r for part in nemesis.split("+") if (r := skip_reason(target, part))), None)
     if nemesis == "isolate-controller" and target == "tansu":
         return "Tansu has no controller: its brokers are stateless over shared storage"
     if nemesis in STORAGE_NEMESES and target != "tansu":
@@ -94,8 +106,9 @@ def cells(args: argparse.Namespace) -> list[Cell]:
         for nemesis in args.nemeses:
             for client in args.clients:
                 for seed in range(args.seeds):
-                    out.append(Cell(target, nemesis, client, seed, "valid", skip_reason(target, nemesis)))
-        if args.lossy:
+                    out.append(Cell(target, nemesis, client, seed, "valid", skip_reason(target, nemesis),
+                                    workload=args.workload))
+        if args.lossy and args.workload == "queue":
             for client in args.clients:
                 for seed in range(args.seeds):
                     out.append(Cell(target, "lossy", client, seed, LOSSY_EXPECT.get(target, "loss")))
@@ -107,7 +120,9 @@ def options(cell: Cell, args: argparse.Namespace) -> RunOptions:
     config = {**TARGET_CONFIG.get(cell.target, {}), **(LOSSY_CONFIG.get(cell.target, {}) if lossy else {})}
     return RunOptions(
         out=args.out / "histories", seed=cell.seed, duration=max(args.duration, 30.0) if lossy else args.duration,
-        rate=args.rate, schedule="lossy" if lossy else "random", nemeses=() if lossy else (cell.nemesis,),
+        rate=args.rate if args.rate is not None else (20.0 if cell.workload == "txn" else 100.0),
+        workload=cell.workload, schedule="lossy" if lossy else "random",
+        nemeses=() if lossy else tuple(cell.nemesis.split("+")),
         interval=args.interval, fault_duration=args.fault_duration, client=cell.client,
         partitions=1 if lossy else 2, consumers=0 if lossy else 2,
         cluster_settings=dict(UNSAFE) if lossy else {}, target=cell.target, target_config=config,
@@ -262,7 +277,7 @@ def _first_index(case: dict[str, Any]) -> int | None:
 def write_tables(all_cells: list[Cell], out: Path, spark: dict[str, Any]) -> None:
     findings = [f for f in (finding(c) for c in all_cells) if f]
     doc = {"cells": [{"run": c.run_id, "target": c.target, "nemesis": c.nemesis, "client": c.client,
-                      "seed": c.seed, "expect": c.expect, "skip": c.skip, "met": met(c), **c.result}
+                      "workload": c.workload, "seed": c.seed, "expect": c.expect, "skip": c.skip, "met": met(c), **c.result}
                      for c in all_cells], "findings": findings, "spark": spark}
     (out / "matrix.json").write_text(json.dumps(doc, indent=1, default=str))
     lines = ["| run | expected | verdict | sends ok/fail/info | faults (failed) | anomalies | wall s |",
@@ -307,9 +322,10 @@ def load_cells(out: Path) -> list[Cell]:
     doc = json.loads((out / "matrix.json").read_text())
     cells = []
     for row in doc["cells"]:
-        c = Cell(row["target"], row["nemesis"], row["client"], row["seed"], row["expect"], row.get("skip"))
+        c = Cell(row["target"], row["nemesis"], row["client"], row["seed"], row["expect"], row.get("skip"),
+                 workload=row.get("workload", "queue"))
         c.result = {k: v for k, v in row.items()
-                    if k not in ("run", "target", "nemesis", "client", "seed", "expect", "skip", "met")}
+                    if k not in ("run", "target", "nemesis", "client", "workload", "seed", "expect", "skip", "met")}
         cells.append(c)
     return cells
 
@@ -343,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=parse_duration, default=60.0)
     ap.add_argument("--interval", type=parse_duration, default=10.0)
     ap.add_argument("--fault-duration", type=parse_duration, default=5.0)
-    ap.add_argument("--rate", type=float, default=100.0)
+    ap.add_argument("--rate", type=float, default=None,
+                    help="sends per second (queue, default 100) or transactions per second (txn, default 20)")
+    ap.add_argument("--workload", choices=("queue", "txn"), default="queue",
+                    help="the workload of every cell (txn: no lossy cells)")
     ap.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=True,
                     help="add the lossy schedule (unclean election on, min.insync.replicas=1) per target and client")
     ap.add_argument("--out", type=Path, default=Path("out/matrix"))

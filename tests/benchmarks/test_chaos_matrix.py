@@ -43,3 +43,23 @@ def test_a_cell_that_raises_is_reported_not_fatal(tmp_path: Path, monkeypatch: p
     cell = m.Cell("kafka", "pause", "java", 1, "valid")
     m.run_cell(cell, _args(tmp_path, 30.0))
     assert cell.result["exit"] == 2 and "cluster unreachable" in cell.result["error"], cell.result
+
+
+def test_txn_cells_combine_their_nemeses_and_have_no_lossy_schedule(tmp_path: Path) -> None:
+    """`--workload txn --nemeses kill+pause+partition`: one cell per target, client and seed whose run draws from
+    the three faults, runs the txn workload at its own rate, and no lossy cell (a queue-workload schedule)."""
+    args = argparse.Namespace(targets=("reference", "tansu"), nemeses=("kill+pause+partition", "isolate-controller"),
+                              clients=("java",), seeds=2, lossy=True, workload="txn", out=tmp_path, duration=60.0,
+                              rate=None, interval=10.0, fault_duration=5.0)
+    cells = m.cells(args)
+    assert [c.run_id for c in cells] == [
+        "txn-reference-kill+pause+partition-java-s0", "txn-reference-kill+pause+partition-java-s1",
+        "txn-reference-isolate-controller-java-s0", "txn-reference-isolate-controller-java-s1",
+        "txn-tansu-kill+pause+partition-java-s0", "txn-tansu-kill+pause+partition-java-s1",
+        "txn-tansu-isolate-controller-java-s0", "txn-tansu-isolate-controller-java-s1"]
+    opts = m.options(cells[0], args)
+    assert (opts.workload, opts.nemeses, opts.rate, opts.schedule) == ("txn", ("kill", "pause", "partition"), 20.0,
+                                                                       "random")
+    assert cells[0].skip is None and cells[-1].skip and "no controller" in cells[-1].skip
+    m.write_tables(cells[:1], tmp_path, {})
+    assert [c.workload for c in m.load_cells(tmp_path)] == ["txn"]
