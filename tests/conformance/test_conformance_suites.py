@@ -375,7 +375,7 @@ def test_transactions_suite_passes_on_the_reference(tmp_path: Path) -> None:
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "transactions"}
-    assert declared == set(by_rule(doc)) and len(declared) == 15, declared
+    assert declared == set(by_rule(doc)) and len(declared) == 19, declared
     assert doc["duration_s"] < 90, f"the transactions suite took {doc['duration_s']} s against the reference broker"
 
 
