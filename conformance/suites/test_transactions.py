@@ -1146,9 +1146,11 @@ async def test_list_transactions_filters(wire: Wire, evidence: Evidence) -> None
 async def test_describe_producers_open_transaction(wire: Wire, evidence: Evidence) -> None:
     """Two plain records, then a transaction writes two batches (3 records) to the partition: DescribeProducers on
     its leader lists the producer with its epoch, last sequence 2, a last timestamp from the send and
-    current_txn_start_offset 2; after the commit, -1. (The marker's coordinator epoch, which Kafka shows after the
-    commit, is noted, not checked: reference_broker/GAPS.md.)"""
-    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    current_txn_start_offset 2; after the commit, -1. On a cluster the topic has 3 replicas and each follower
+    answers the same from its own log (Partition.activeProducerState needs a local log, not leadership). (The
+    marker's coordinator epoch, which Kafka shows after the commit, is noted, not checked: reference_broker/GAPS.md.)"""
+    brokers = (await wire.metadata([], record=False))["_brokers"]
+    topic = await wire.create_topic(partitions=1, replication_factor=min(3, len(brokers)))
     leader = await wire.leader(topic, 0)
     if 61 not in leader.conn.broker_versions:
         raise TargetDiverged("the target does not serve DescribeProducers (API key 61, KIP-664)")
@@ -1160,12 +1162,12 @@ async def test_describe_producers_open_transaction(wire: Wire, evidence: Evidenc
     await sent(p, topic, 0, [b"t3"])
     t1 = int(time.time() * 1000)
 
-    async def describe(label: str) -> Any:
+    async def describe(label: str, to: Wire = leader) -> Any:
         req = DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(name=topic,
                                                                                      partition_indexes=[0])])
-        body = (await leader.request("DescribeProducers", req, version=0, label=label)).body
+        body = (await to.request("DescribeProducers", req, version=0, label=label)).body
         part = body.topics[0].partitions[0]
-        assert part.error_code == NONE, f"DescribeProducers on the leader answered {part.error_code}"
+        assert part.error_code == NONE, f"DescribeProducers ({label}) answered {part.error_code}"
         return {s.producer_id: s for s in part.active_producers}
 
     open_ = await describe("open transaction")
@@ -1178,6 +1180,18 @@ async def test_describe_producers_open_transaction(wire: Wire, evidence: Evidenc
         f"last sequence 2 (3 records from 0), the transaction's first offset {first}")
     assert t0 <= mine.last_timestamp <= t1 + 10, (
         f"last_timestamp {mine.last_timestamp} is not the last batch's timestamp (sent between {t0} and {t1})")
+    md = await wire.metadata([topic], record=False)
+    here = (leader.conn.host, leader.conn.port)
+    for node in md[topic]["partitions"][0]["replicas"]:
+        if md["_brokers"][node] == here:
+            continue
+        follower = await wire.sibling(*md["_brokers"][node])
+        theirs = (await describe(f"follower {node}", follower)).get(p.producer_id)
+        evidence.note(f"follower_{node}", str(theirs))
+        assert theirs is not None and (theirs.producer_epoch, theirs.last_sequence,
+                                       theirs.current_txn_start_offset) == (p.epoch, 2, first), (
+            f"the follower {node} described the open transaction's producer as {theirs}; Kafka answers from the "
+            f"follower's own log: epoch {p.epoch}, last sequence 2, first offset {first}")
     await ended(p, True)
     await settled(wire, topic, [0])
     done = await describe("after the commit")
