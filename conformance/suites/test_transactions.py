@@ -928,6 +928,7 @@ async def test_markers_survive_leader_failover(cluster: Cluster, evidence: Evide
 ILLEGAL_GENERATION = E.IllegalGenerationError.errno
 TXN_OFFSET_COMMIT_TV1, TXN_OFFSET_COMMIT_TV2 = 3, 5      # what the Java client sends (TV1 / TV2 producers)
 LONG_DURATION_MS = 600_000                              # a ListTransactions duration no transaction here reaches
+INVALID_REGULAR_EXPRESSION = 128        # Errors.INVALID_REGULAR_EXPRESSION (KIP-848); kafka.errors has no class for it
 
 rule("TXN-OFFSET-COMMIT-UNKNOWN-GROUP", "a TxnOffsetCommit (v3+) with a generation (>= 0) for a group the "
      "coordinator does not know answers ILLEGAL_GENERATION for every partition at every version (v3 and v4 of "
@@ -948,10 +949,12 @@ rule("TXN-LIST-FILTERS", "ListTransactions lists every transactional id its brok
      "with its producer id and state, narrowed by state names (unknown names listed back in unknown_state_filters), "
      "producer ids, v1+ a duration (only ids whose current or last transaction started more than that many ms ago: "
      "an initialised id that never began one, start -1, passes every duration; one that just began does not) and "
-     "v2+ a transactional id pattern matching the whole id",
+     "v2+ a transactional id pattern matching the whole id (one that does not compile: INVALID_REGULAR_EXPRESSION, "
+     "nothing listed)",
      "KIP-664; KIP-994; KIP-1152; TransactionStateManager.listTransactionStates (shouldInclude: state != Dead, "
      "producer id and state filters, filterDurationMs >= 0 && now - txnStartTimestamp <= filterDurationMs → "
-     "excluded, re2j Pattern.matcher(transactionalId).matches()); TransactionMetadata.prepareIncrementProducerEpoch "
+     "excluded, re2j Pattern.matcher(transactionalId).matches(), PatternSyntaxException → "
+     "InvalidRegularExpression); TransactionMetadata.prepareIncrementProducerEpoch "
      "(txnStartTimestamp -1)", SUITE)
 rule("TXN-DESCRIBE-PRODUCERS", "DescribeProducers on a partition's leader lists the producers of its log: an open "
      "transaction's producer with its id, epoch, last sequence, last timestamp and current_txn_start_offset = the "
@@ -1129,10 +1132,14 @@ async def test_list_transactions_filters(wire: Wire, evidence: Evidence) -> None
     if (wire.broker_max_version("ListTransactions") or 0) >= 2:
         full, _, _ = await list_everywhere(wire, pattern=f"{prefix}-.*", version=2, label="pattern prefix")
         fragment, _, _ = await list_everywhere(wire, pattern=f"{prefix}-", version=2, label="pattern fragment")
-        got |= {"pattern prefix.*": ours(full, ids), "pattern fragment": ours(fragment, ids)}
-        want |= {"pattern prefix.*": want_all, "pattern fragment": {}}
-    evidence.note("listed", {k: {t: list(v) for t, v in d.items()} for k, d in got.items()}
-                  | {"unknown_state_filters": sorted(unknown), "errors": sorted(errs)})
+        bad, _, bad_errors = await list_everywhere(wire, pattern="(", version=2, label="pattern that does not compile")
+        got |= {"pattern prefix.*": ours(full, ids), "pattern fragment": ours(fragment, ids),
+                "pattern (": {"errors": sorted(bad_errors), "listed": len(bad)}}
+        want |= {"pattern prefix.*": want_all, "pattern fragment": {},
+                 "pattern (": {"errors": [INVALID_REGULAR_EXPRESSION], "listed": 0}}
+    evidence.note("listed", {k: {t: list(v) if isinstance(v, tuple) else v for t, v in d.items()}
+                             for k, d in got.items()} | {"unknown_state_filters": sorted(unknown),
+                                                         "errors": sorted(errs)})
     assert errs == {NONE}, f"ListTransactions answered errors {errs}"
     assert unknown == {"NoSuchState"}, f"unknown_state_filters {unknown}; Kafka lists back 'NoSuchState'"
     for k in want:
