@@ -126,6 +126,10 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "txn.no_epoch_bump": ("TXN-TV2-EPOCH-BUMP",),
     "txn.tv2_no_retry": ("TXN-TV2-RETRY",),
     "txn.no_implicit_add": ("TXN-TV2-IMPLICIT-ADD",),
+    "txn.offset_commit_group_not_found": ("TXN-OFFSET-COMMIT-UNKNOWN-GROUP",),
+    "txn.offset_commit_group_first": ("TXN-OFFSET-COMMIT-PRECEDENCE",),
+    "txn.list_duration_ongoing_only": ("TXN-LIST-FILTERS",),
+    "txn.describe_producers_no_txn_start": ("TXN-DESCRIBE-PRODUCERS",),
 }
 
 

@@ -259,6 +259,21 @@ FAULTS: dict[str, str] = {
                                "still sees the transaction open (its LSO stuck below the committed records, aborted "
                                "ones missing from its aborted index) until a restart replays the log (Kafka: "
                                "markers replicate like any batch) — breaks TXN-MARKERS-FAILOVER",
+    "txn.offset_commit_group_not_found": "TxnOffsetCommit with a generation for an unknown group answers "
+                                         "GROUP_ID_NOT_FOUND (Kafka: ILLEGAL_GENERATION at every version, "
+                                         "OffsetMetadataManager.validateTransactionalOffsetCommit) — breaks "
+                                         "TXN-OFFSET-COMMIT-UNKNOWN-GROUP",
+    "txn.offset_commit_group_first": "TxnOffsetCommit validates the group before verifying the producer's "
+                                     "transaction, so a fenced producer committing for an unknown group hears "
+                                     "ILLEGAL_GENERATION (Kafka: the transaction first, INVALID_PRODUCER_EPOCH, "
+                                     "CoordinatorRuntime.scheduleTransactionalWriteOperation) — breaks "
+                                     "TXN-OFFSET-COMMIT-PRECEDENCE",
+    "txn.list_duration_ongoing_only": "ListTransactions' duration filter lists Ongoing transactions only (Kafka: "
+                                      "any state but Dead with now - start > filter, an Empty id's start being -1, "
+                                      "TransactionStateManager.listTransactionStates) — breaks TXN-LIST-FILTERS",
+    "txn.describe_producers_no_txn_start": "DescribeProducers answers current_txn_start_offset -1 for a producer "
+                                           "with an open transaction (Kafka: its first offset, ProducerStateEntry."
+                                           "currentTxnFirstOffset) — breaks TXN-DESCRIBE-PRODUCERS",
 }
 
 

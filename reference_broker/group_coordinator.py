@@ -852,14 +852,21 @@ class GroupCoordinator:
     # -- offsets ----------------------------------------------------------------------------------------------
 
     def validate_commit(self, group_id: str, generation_id: int, member_id: str,
-                        instance_id: str | None, version: int) -> tuple[int, ClassicGroup | None]:
-        """OffsetMetadataManager.validateOffsetCommit + ClassicGroup.validateOffsetCommit (Kafka 4)."""
+                        instance_id: str | None, version: int, *,
+                        transactional: bool = False) -> tuple[int, ClassicGroup | None]:
+        """OffsetMetadataManager.validateOffsetCommit / validateTransactionalOffsetCommit + ClassicGroup.
+        validateOffsetCommit (Kafka 4). ``transactional`` (TxnOffsetCommit): an unknown group with a generation is
+        ILLEGAL_GENERATION at every version (abortable for the producer, where GROUP_ID_NOT_FOUND would be fatal),
+        and neither the group's state (no member id: no UNKNOWN_MEMBER_ID) nor a rebalance being completed
+        refuses the commit."""
         g = self.groups.get(group_id)
         if g is None:
             if generation_id < 0:
                 g = self.groups[group_id] = ClassicGroup(group_id)   # a "simple" group: offsets only
                 return NONE, g
-            return (GROUP_ID_NOT_FOUND if version >= 9 else E.IllegalGenerationError.errno), None
+            if transactional and not self.faults.on("txn.offset_commit_group_not_found"):
+                return E.IllegalGenerationError.errno, None
+            return (GROUP_ID_NOT_FOUND if transactional or version >= 9 else E.IllegalGenerationError.errno), None
         if g.state == DEAD:
             return E.CoordinatorNotAvailableError.errno, g
         if generation_id < 0 and g.state == EMPTY:
@@ -871,8 +878,10 @@ class GroupCoordinator:
                 return self._fenced_code(e.code), g
             if generation_id != g.generation_id and not self.faults.on("offsets.accept_stale_generation"):
                 return E.IllegalGenerationError.errno, g
-        elif g.state != EMPTY:
+        elif g.state != EMPTY and not transactional:
             return E.UnknownMemberIdError.errno, g
+        if transactional:
+            return NONE, g
         if g.state == COMPLETING and not self.faults.on("group.commit_in_completing_ok"):
             return E.RebalanceInProgressError.errno, g
         if g.state == PREPARING and self.faults.on("group.commit_in_preparing_refused"):

@@ -541,28 +541,39 @@ class TransactionCoordinator:
     # -- DescribeTransactions / ListTransactions ---------------------------------------------------------------
 
     def describe(self, txn_id: str) -> tuple[int, TxnMetadata | None]:
+        """TransactionCoordinator.handleDescribeTransactions: INVALID_REQUEST for "", NOT_COORDINATOR / loading
+        errors from the lookup, TRANSACTIONAL_ID_NOT_FOUND when unknown or Dead; an id whose InitProducerId never
+        completed (epoch -1, Empty) is described as it is."""
         if not txn_id:
             return E.InvalidRequestError.errno, None
         err, m = self._lookup(txn_id)
         if err:
             return err, None
-        if m is None or m.state == DEAD or m.producer_epoch < 0:
+        if m is None or m.state == DEAD:
             return TRANSACTIONAL_ID_NOT_FOUND, None
         return NONE, m
 
-    def list(self, producer_ids: set[int], states: set[str], min_duration_ms: int) -> list[TxnMetadata]:
-        """ListTransactions filters (TransactionStateManager.listTransactionStates): producer ids, state names,
-        and (v1+) running longer than a duration."""
+    def list(self, producer_ids: set[int], states: set[str], min_duration_ms: int,
+             id_matches: Callable[[str], Any] | None = None) -> list[TxnMetadata]:
+        """ListTransactions filters (TransactionStateManager.listTransactionStates, Kafka 4.4): every id but Dead
+        ones (also at epoch -1: Empty), producer ids and state names (empty: all), v1+ running longer than a
+        duration (``now - start > filter``, whatever the state), v2+ ``id_matches`` (the transactional id pattern,
+        matched against the whole id)."""
         now = self.clock.wall_ms()
         out = []
         for m in sorted(self.txns.values(), key=lambda x: x.transactional_id):
-            if m.producer_epoch < 0 or not self.owns(m.transactional_id):
+            if m.state == DEAD or not self.owns(m.transactional_id):
                 continue
             if producer_ids and m.producer_id not in producer_ids:
                 continue
             if states and m.state not in states:
                 continue
-            if min_duration_ms >= 0 and (m.state != ONGOING or now - m.start_ms < min_duration_ms):
+            if min_duration_ms >= 0:
+                if self.faults.on("txn.list_duration_ongoing_only") and m.state != ONGOING:
+                    continue
+                if now - m.start_ms <= min_duration_ms:
+                    continue
+            if id_matches is not None and not id_matches(m.transactional_id):
                 continue
             out.append(m)
         return out

@@ -40,6 +40,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from kafka import errors as E
+from kafka.protocol.admin import DescribeProducersRequest, ListTransactionsRequest
+from kafka.protocol.producer import TxnOffsetCommitRequest
 
 from conformance.evidence import Evidence
 from conformance.rules import rule
@@ -60,10 +63,11 @@ from conformance.txn import (
     fetch_one,
     offset_fetch_stable,
     read_all,
+    retry_coordinator,
     transaction_version,
     txn_coordinator,
 )
-from conformance.wire import LATEST, Wire, unique_name
+from conformance.wire import LATEST, TargetDiverged, Wire, unique_name
 from fixtures.target import Target
 
 SUITE = "transactions"
@@ -916,3 +920,290 @@ async def test_markers_survive_leader_failover(cluster: Cluster, evidence: Evide
         f"{last.high_watermark}); Kafka: {want} — T1 committed and T2 aborted before the failover (markers "
         f"replicated), T3 committed while {leader} was down (its marker re-sent to the new leader)")
     assert last.last_stable_offset == last.high_watermark, f"a transaction still open on {st2.leader}: {last}"
+
+
+# ------------------------------------------------------------------------------------------- TxnOffsetCommit errors
+# (issue 24, item 8) and the admin views of transactions (item 9): single broker, and every broker of a cluster
+
+ILLEGAL_GENERATION = E.IllegalGenerationError.errno
+TXN_OFFSET_COMMIT_TV1, TXN_OFFSET_COMMIT_TV2 = 3, 5      # what the Java client sends (TV1 / TV2 producers)
+LONG_DURATION_MS = 600_000                              # a ListTransactions duration no transaction here reaches
+INVALID_REGULAR_EXPRESSION = 128        # Errors.INVALID_REGULAR_EXPRESSION (KIP-848); kafka.errors has no class for it
+
+rule("TXN-OFFSET-COMMIT-UNKNOWN-GROUP", "a TxnOffsetCommit (v3+) with a generation (>= 0) for a group the "
+     "coordinator does not know answers ILLEGAL_GENERATION for every partition at every version (v3 and v4 of "
+     "transaction version 1, v5 of version 2), not GROUP_ID_NOT_FOUND (fatal for the Java producer), commits "
+     "nothing and leaves the transaction usable: a commit without a generation (-1, a simple group) in the same "
+     "transaction is applied when it commits",
+     "KIP-447; OffsetMetadataManager.validateTransactionalOffsetCommit (GroupIdNotFoundException with "
+     "generationId >= 0 → ILLEGAL_GENERATION; generationId < 0 → getOrMaybeCreateClassicGroup); "
+     "TransactionManager.TxnOffsetCommitHandler (ILLEGAL_GENERATION abortable, GROUP_ID_NOT_FOUND fatal)", SUITE)
+rule("TXN-OFFSET-COMMIT-PRECEDENCE", "TxnOffsetCommit verifies the producer's transaction before it looks at the "
+     "group: a fenced producer (an older epoch) committing for an unknown group with a generation is answered "
+     "INVALID_PRODUCER_EPOCH, not ILLEGAL_GENERATION, and nothing is committed",
+     "KIP-890 part 1; GroupCoordinatorService.commitTransactionalOffsets → CoordinatorRuntime."
+     "scheduleTransactionalWriteOperation (CoordinatorPartitionWriter.maybeStartTransactionVerification before the "
+     "operation runs OffsetMetadataManager.commitTransactionalOffset); AddPartitionsToTxnManager (PRODUCER_FENCED → "
+     "INVALID_PRODUCER_EPOCH)", SUITE)
+rule("TXN-LIST-FILTERS", "ListTransactions lists every transactional id its broker coordinates but Dead ones, "
+     "with its producer id and state, narrowed by state names (unknown names listed back in unknown_state_filters), "
+     "producer ids, v1+ a duration (only ids whose current or last transaction started more than that many ms ago: "
+     "an initialised id that never began one, start -1, passes every duration; one that just began does not) and "
+     "v2+ a transactional id pattern matching the whole id (one that does not compile: INVALID_REGULAR_EXPRESSION, "
+     "nothing listed)",
+     "KIP-664; KIP-994; KIP-1152; TransactionStateManager.listTransactionStates (shouldInclude: state != Dead, "
+     "producer id and state filters, filterDurationMs >= 0 && now - txnStartTimestamp <= filterDurationMs → "
+     "excluded, re2j Pattern.matcher(transactionalId).matches(), PatternSyntaxException → "
+     "InvalidRegularExpression); TransactionMetadata.prepareIncrementProducerEpoch "
+     "(txnStartTimestamp -1)", SUITE)
+rule("TXN-DESCRIBE-PRODUCERS", "DescribeProducers on a partition's leader lists the producers of its log: an open "
+     "transaction's producer with its id, epoch, last sequence, last timestamp and current_txn_start_offset = the "
+     "offset of the transaction's first record on that partition; after the commit marker the producer stays "
+     "listed with current_txn_start_offset -1",
+     "KIP-664; KafkaApis.handleDescribeProducersRequest → Partition.activeProducerState → UnifiedLog."
+     "activeProducers (ProducerStateEntry: producerEpoch, lastSeq, lastTimestamp, coordinatorEpoch, "
+     "currentTxnFirstOffset); ProducerAppendInfo.appendEndTxnMarker (coordinatorEpoch, currentTxnFirstOffset "
+     "cleared)", SUITE)
+
+
+async def txn_offset_commit_at(p: TxnProducer, group: str, offsets: dict[tuple[str, int], int], *, version: int,
+                               generation: int, member: str, epoch: int | None = None
+                               ) -> dict[tuple[str, int], int]:
+    """One TxnOffsetCommit at ``version`` with a generation and member id (a consumer group member's commit, as
+    sendOffsetsToTransaction(offsets, groupMetadata) sends) → {(topic, partition): error}; coordinator errors
+    retried as clients do."""
+    co = await p.boot.coordinator(group)
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    by: dict[str, list[Any]] = {}
+    for (t, part), o in offsets.items():
+        by.setdefault(t, []).append(T.TxnOffsetCommitRequestPartition(
+            partition_index=part, committed_offset=o, committed_leader_epoch=-1, committed_metadata=""))
+    req = TxnOffsetCommitRequest(transactional_id=p.transactional_id, group_id=group, producer_id=p.producer_id,
+                                 producer_epoch=p.epoch if epoch is None else epoch, generation_id=generation,
+                                 member_id=member, group_instance_id=None,
+                                 topics=[T(name=t, partitions=ps) for t, ps in by.items()])
+
+    async def once() -> tuple[int, dict[tuple[str, int], int]]:
+        body = (await co.request("TxnOffsetCommit", req, version=version,
+                                 label=f"TxnOffsetCommit v{version} generation {generation}")).body
+        out = {(t.name, x.partition_index): x.error_code for t in body.topics for x in t.partitions}
+        codes = set(out.values()) - {NONE}
+        return (codes.pop() if len(codes) == 1 else NONE), out
+
+    return (await retry_coordinator(once))[1]
+
+
+@pytest.mark.rule("TXN-OFFSET-COMMIT-UNKNOWN-GROUP")
+@pytest.mark.usefixtures("group_coordinator_ready")
+async def test_txn_offset_commit_unknown_group(wire: Wire, evidence: Evidence) -> None:
+    """A producer's transaction (AddOffsetsToTxn done) commits offsets for a group nobody joined, with generation 1
+    and a member id: v3 and v4 answer ILLEGAL_GENERATION; with generation -1 the same commit is accepted and applied
+    at the commit, the generation-1 offset never. With transaction version 2, v5 (no AddOffsetsToTxn) likewise."""
+    topic = await wire.create_topic(partitions=2, replication_factor=1)
+    group = unique_name("ug")
+    tp0, tp1 = (topic, 0), (topic, 1)
+    p = await producer(wire)
+    await added(p, [tp0])
+    await sent(p, topic, 0, [b"x"])
+    assert await p.add_offsets(group) == NONE, "AddOffsetsToTxn refused"
+    co = await wire.coordinator(group)
+    top = min(co.broker_max_version("TxnOffsetCommit") or TXN_OFFSET_COMMIT_TV1, 4)
+    answers: dict[str, Any] = {}
+    for v in range(TXN_OFFSET_COMMIT_TV1, top + 1):
+        answers[f"v{v}"] = await txn_offset_commit_at(p, group, {tp0: 11, tp1: 12}, version=v, generation=1,
+                                                      member="member-1")
+    simple = await p.txn_offset_commit(group, {tp0: 5})
+    evidence.note("answers", {k: {str(tp): c for tp, c in a.items()} for k, a in answers.items()}
+                  | {"generation -1": {str(tp): c for tp, c in simple.items()}})
+    for k, a in answers.items():
+        assert a == {tp0: ILLEGAL_GENERATION, tp1: ILLEGAL_GENERATION}, (
+            f"TxnOffsetCommit {k} with generation 1 for the unknown group {group} answered {a}; Kafka: "
+            f"ILLEGAL_GENERATION ({ILLEGAL_GENERATION}) for every partition (GROUP_ID_NOT_FOUND would be fatal to "
+            f"the Java producer)")
+    assert simple == {tp0: NONE}, f"the same commit without a generation answered {simple}; Kafka accepts it"
+    await ended(p, True)
+    after, _ = await eventually(lambda: offset_fetch_stable(co, group, [tp0, tp1], require_stable=True),
+                                lambda r: r[1].get(tp0, (0, -1))[1] == NONE, SETTLE_S, 0.05)
+    assert after[1] == {tp0: (5, NONE), tp1: (-1, NONE)}, (
+        f"after the commit OffsetFetch answered {after[1]}; the generation -1 commit (5) applies, the refused "
+        f"generation 1 ones (11, 12) never")
+    if transaction_version(wire) < 2 or (co.broker_max_version("TxnOffsetCommit") or 0) < TXN_OFFSET_COMMIT_TV2:
+        return
+    q = await tv2_producer(wire)
+    await sent_tv2(q, topic, 0, [b"y"])
+    v5 = await txn_offset_commit_at(q, group + "-tv2", {tp0: 21}, version=TXN_OFFSET_COMMIT_TV2, generation=1,
+                                    member="member-1")
+    evidence.note("v5", {str(tp): c for tp, c in v5.items()})
+    assert v5 == {tp0: ILLEGAL_GENERATION}, (
+        f"TxnOffsetCommit v5 (transaction version 2) with generation 1 for an unknown group answered {v5}; Kafka: "
+        f"ILLEGAL_GENERATION ({ILLEGAL_GENERATION})")
+    err, _, _ = await q.end_tv2(True)
+    assert err == NONE, f"the transaction version 2 commit after ILLEGAL_GENERATION answered {err}"
+
+
+@pytest.mark.rule("TXN-OFFSET-COMMIT-PRECEDENCE")
+@pytest.mark.usefixtures("group_coordinator_ready")
+async def test_txn_offset_commit_transaction_before_group(wire: Wire, evidence: Evidence) -> None:
+    """P opens a transaction (AddOffsetsToTxn for the group done) and is fenced by Q's InitProducerId; P's
+    TxnOffsetCommit v3 with generation 1 for the unknown group is answered INVALID_PRODUCER_EPOCH (the transaction
+    is checked first), not ILLEGAL_GENERATION; nothing is committed."""
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    group = unique_name("pg")
+    tp0 = (topic, 0)
+    p = await producer(wire)
+    await added(p, [tp0])
+    await sent(p, topic, 0, [b"x"])
+    assert await p.add_offsets(group) == NONE, "AddOffsetsToTxn refused"
+    q = TxnProducer(wire, p.transactional_id)
+    assert await q.init() == NONE, "the second instance's InitProducerId failed"
+    await settled(wire, topic, [0])
+    fenced = await txn_offset_commit_at(p, group, {tp0: 7}, version=TXN_OFFSET_COMMIT_TV1, generation=1,
+                                        member="member-1")
+    evidence.note("fenced_unknown_group", {"epochs": [p.epoch, q.epoch], "answer": {str(k): c for k, c in
+                                                                                     fenced.items()}})
+    assert fenced == {tp0: INVALID_PRODUCER_EPOCH}, (
+        f"the fenced producer (epoch {p.epoch} < {q.epoch}) committing for the unknown group {group} with "
+        f"generation 1 was answered {fenced}; Kafka verifies the transaction before the group: "
+        f"INVALID_PRODUCER_EPOCH ({INVALID_PRODUCER_EPOCH}), not ILLEGAL_GENERATION ({ILLEGAL_GENERATION})")
+    _, offsets = await offset_fetch_stable(await wire.coordinator(group), group, [tp0], require_stable=False)
+    assert offsets[tp0][0] == -1, f"the refused TxnOffsetCommit was applied: {offsets}"
+
+
+async def list_everywhere(w: Wire, *, states: Sequence[str] = (), producer_ids: Sequence[int] = (),
+                          duration_ms: int = -1, pattern: str | None = None, version: int = 0,
+                          label: str | None = None) -> tuple[dict[str, tuple[int, str]], set[str], set[int]]:
+    """ListTransactions to every broker (each lists the ids it coordinates) → ({id: (producer id, state)}, unknown
+    state filters, error codes)."""
+    brokers = (await w.metadata([], record=False))["_brokers"]
+    found: dict[str, tuple[int, str]] = {}
+    unknown: set[str] = set()
+    errors: set[int] = set()
+    for host, port in sorted(brokers.values()):
+        b = await w.sibling(host, port)
+        req = ListTransactionsRequest(state_filters=list(states), producer_id_filters=list(producer_ids),
+                                      duration_filter=duration_ms, transactional_id_pattern=pattern)
+        body = (await b.request("ListTransactions", req, version=version, label=label)).body
+        errors.add(body.error_code)
+        unknown |= set(body.unknown_state_filters or [])
+        found.update({s.transactional_id: (s.producer_id, s.transaction_state) for s in body.transaction_states})
+    return found, unknown, errors
+
+
+def ours(found: dict[str, tuple[int, str]], ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+    return {i: found[i] for i in ids if i in found}
+
+
+@pytest.mark.rule("TXN-LIST-FILTERS")
+async def test_list_transactions_filters(wire: Wire, evidence: Evidence) -> None:
+    """Three ids: I initialised only (Empty), C with a committed transaction, O with one open. ListTransactions
+    (every broker) by state, by producer id, by duration (a long one lists I only; after waiting, a short one lists
+    all three), and (v2) by a pattern matching our ids' common prefix in full and a mere fragment of them."""
+    if (wire.broker_max_version("ListTransactions") or 0) < 1:
+        pytest.skip("the target serves ListTransactions v0 only: no duration filter (KIP-994)")
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    prefix = unique_name("lt")
+    made = {}
+    for name in ("i", "c", "o"):
+        made[name] = TxnProducer(wire, f"{prefix}-{name}")
+        assert await made[name].init(60_000, find_within_s=FIND_WITHIN_S["s"]) == NONE
+    i, c, o = made["i"], made["c"], made["o"]
+    ids = [i.transactional_id, c.transactional_id, o.transactional_id]
+    await added(c, [(topic, 0)])
+    await sent(c, topic, 0, [b"c"])
+    await ended(c, True)
+    await settled(wire, topic, [0])
+    await added(o, [(topic, 0)])
+    await sent(o, topic, 0, [b"o"])
+    state_of = {"i": "Empty", "c": "CompleteCommit", "o": "Ongoing"}
+    want_all = {m.transactional_id: (m.producer_id, state_of[k]) for k, m in made.items()}
+    everything, _, errs = await list_everywhere(wire, version=1, label="all")
+    by_state, unknown, _ = await list_everywhere(wire, states=["Ongoing", "NoSuchState"], version=1,
+                                                 label="state Ongoing")
+    by_pid, _, _ = await list_everywhere(wire, producer_ids=[c.producer_id], version=1, label="producer id")
+    long_ago, _, _ = await list_everywhere(wire, duration_ms=LONG_DURATION_MS, version=1, label="duration long")
+    await asyncio.sleep(0.3)
+    recent, _, _ = await list_everywhere(wire, duration_ms=100, version=1, label="duration 100 ms")
+    got = {"all": ours(everything, ids), "state Ongoing": ours(by_state, ids), "producer id": ours(by_pid, ids),
+           f"duration {LONG_DURATION_MS}": ours(long_ago, ids), "duration 100": ours(recent, ids)}
+    want = {"all": want_all, "state Ongoing": {o.transactional_id: want_all[o.transactional_id]},
+            "producer id": {c.transactional_id: want_all[c.transactional_id]},
+            f"duration {LONG_DURATION_MS}": {i.transactional_id: want_all[i.transactional_id]},
+            "duration 100": want_all}
+    if (wire.broker_max_version("ListTransactions") or 0) >= 2:
+        full, _, _ = await list_everywhere(wire, pattern=f"{prefix}-.*", version=2, label="pattern prefix")
+        fragment, _, _ = await list_everywhere(wire, pattern=f"{prefix}-", version=2, label="pattern fragment")
+        bad, _, bad_errors = await list_everywhere(wire, pattern="(", version=2, label="pattern that does not compile")
+        got |= {"pattern prefix.*": ours(full, ids), "pattern fragment": ours(fragment, ids),
+                "pattern (": {"errors": sorted(bad_errors), "listed": len(bad)}}
+        want |= {"pattern prefix.*": want_all, "pattern fragment": {},
+                 "pattern (": {"errors": [INVALID_REGULAR_EXPRESSION], "listed": 0}}
+    evidence.note("listed", {k: {t: list(v) if isinstance(v, tuple) else v for t, v in d.items()}
+                             for k, d in got.items()} | {"unknown_state_filters": sorted(unknown),
+                                                         "errors": sorted(errs)})
+    assert errs == {NONE}, f"ListTransactions answered errors {errs}"
+    assert unknown == {"NoSuchState"}, f"unknown_state_filters {unknown}; Kafka lists back 'NoSuchState'"
+    for k in want:
+        assert got[k] == want[k], (
+            f"ListTransactions ({k}) listed {got[k]} of our ids; Kafka: {want[k]} (Empty id I has no transaction "
+            f"start, -1, so every duration filter lists it; C's and O's transactions began moments ago)")
+    await ended(o, False)
+
+
+@pytest.mark.rule("TXN-DESCRIBE-PRODUCERS")
+async def test_describe_producers_open_transaction(wire: Wire, evidence: Evidence) -> None:
+    """Two plain records, then a transaction writes two batches (3 records) to the partition: DescribeProducers on
+    its leader lists the producer with its epoch, last sequence 2, a last timestamp from the send and
+    current_txn_start_offset 2; after the commit, -1. On a cluster the topic has 3 replicas and each follower
+    answers the same from its own log (Partition.activeProducerState needs a local log, not leadership). (The
+    marker's coordinator epoch, which Kafka shows after the commit, is noted, not checked: reference_broker/GAPS.md.)"""
+    brokers = (await wire.metadata([], record=False))["_brokers"]
+    topic = await wire.create_topic(partitions=1, replication_factor=min(3, len(brokers)))
+    leader = await wire.leader(topic, 0)
+    if 61 not in leader.conn.broker_versions:
+        raise TargetDiverged("the target does not serve DescribeProducers (API key 61, KIP-664)")
+    await plain(wire, topic, 0, [b"a", b"b"])
+    p = await producer(wire)
+    await added(p, [(topic, 0)])
+    t0 = int(time.time() * 1000)
+    first = await sent(p, topic, 0, [b"t1", b"t2"])
+    await sent(p, topic, 0, [b"t3"])
+    t1 = int(time.time() * 1000)
+
+    async def describe(label: str, to: Wire = leader) -> Any:
+        req = DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(name=topic,
+                                                                                     partition_indexes=[0])])
+        body = (await to.request("DescribeProducers", req, version=0, label=label)).body
+        part = body.topics[0].partitions[0]
+        assert part.error_code == NONE, f"DescribeProducers ({label}) answered {part.error_code}"
+        return {s.producer_id: s for s in part.active_producers}
+
+    open_ = await describe("open transaction")
+    mine = open_.get(p.producer_id)
+    evidence.note("open", {str(k): str(v) for k, v in open_.items()} | {"first_offset": first})
+    assert mine is not None, f"DescribeProducers listed {list(open_)}, not the open transaction's producer"
+    assert (mine.producer_epoch, mine.last_sequence, mine.current_txn_start_offset) == (p.epoch, 2, first), (
+        f"the open transaction's producer is described with epoch {mine.producer_epoch}, last sequence "
+        f"{mine.last_sequence}, current_txn_start_offset {mine.current_txn_start_offset}; Kafka: epoch {p.epoch}, "
+        f"last sequence 2 (3 records from 0), the transaction's first offset {first}")
+    assert t0 <= mine.last_timestamp <= t1 + 10, (
+        f"last_timestamp {mine.last_timestamp} is not the last batch's timestamp (sent between {t0} and {t1})")
+    md = await wire.metadata([topic], record=False)
+    here = (leader.conn.host, leader.conn.port)
+    for node in md[topic]["partitions"][0]["replicas"]:
+        if md["_brokers"][node] == here:
+            continue
+        follower = await wire.sibling(*md["_brokers"][node])
+        theirs = (await describe(f"follower {node}", follower)).get(p.producer_id)
+        evidence.note(f"follower_{node}", str(theirs))
+        assert theirs is not None and (theirs.producer_epoch, theirs.last_sequence,
+                                       theirs.current_txn_start_offset) == (p.epoch, 2, first), (
+            f"the follower {node} described the open transaction's producer as {theirs}; Kafka answers from the "
+            f"follower's own log: epoch {p.epoch}, last sequence 2, first offset {first}")
+    await ended(p, True)
+    await settled(wire, topic, [0])
+    done = await describe("after the commit")
+    after = done.get(p.producer_id)
+    evidence.note("after_commit", {str(k): str(v) for k, v in done.items()})
+    assert after is not None and after.current_txn_start_offset == -1, (
+        f"after the commit DescribeProducers described the producer as {after}; Kafka: still listed, "
+        f"current_txn_start_offset -1")

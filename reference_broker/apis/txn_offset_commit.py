@@ -4,9 +4,15 @@ Behavior (KafkaApis.handleTxnOffsetCommitRequest, OffsetMetadataManager.commitTr
 offsets are written to the group's ``__consumer_offsets`` partition as the producer's transactional batch and stay
 pending until the transaction's marker: invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT for require_stable,
 applied by COMMIT, dropped by ABORT. Answered once the write is replicated. NOT_COORDINATOR elsewhere; partitions
-that do not exist UNKNOWN_TOPIC_OR_PARTITION; metadata longer than offset.metadata.max.bytes
-OFFSET_METADATA_TOO_LARGE; v3+ member id / generation / instance id validated as OffsetCommit validates them when
-given (generation -1 and no member id: accepted, as a transactional commit without group membership).
+that do not exist UNKNOWN_TOPIC_OR_PARTITION (KafkaApis filters them out; the rest go to the coordinator);
+metadata longer than offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE. Order (GroupCoordinatorService.
+commitTransactionalOffsets → CoordinatorRuntime.scheduleTransactionalWriteOperation): the transaction is verified
+first (below), then the group (OffsetMetadataManager.validateTransactionalOffsetCommit): v3+ member id / generation /
+instance id validated as ClassicGroup.validateOffsetCommit does for a transactional commit (generation -1 and no
+member id: accepted whatever the group's state, a simple group created if unknown; a rebalance being completed
+refuses nothing); an unknown group with a generation >= 0 ILLEGAL_GENERATION at every version (abortable for the
+producer; GROUP_ID_NOT_FOUND would be fatal). So a fenced producer hears INVALID_PRODUCER_EPOCH before any group
+error.
 KIP-890 part 1 (transaction.partition.verification.enable): before the producer's first transactional write to the
 group's offsets partition, the transaction coordinator must confirm that partition is in the ongoing transaction
 (AddOffsetsToTxn put it there): CoordinatorRuntime.scheduleTransactionalWriteOperation → CoordinatorPartitionWriter.
@@ -19,7 +25,6 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
-from ..group_coordinator import ClassicGroup
 from ..offset_store import OFFSETS_TOPIC, OffsetAndMetadata
 from ..registry import handles
 from .offset_commit import metadata_too_large
@@ -39,19 +44,19 @@ async def handle(ctx, req):
     b = ctx.broker
     v = ctx.api_version
     err = await b.coordinator_error(req.group_id)
-    g = None
     generation = req.generation_id if v >= 3 else -1
     member = req.member_id if v >= 3 else ""
     instance = req.group_instance_id if v >= 3 else None
-    if not err:
-        g = b.groups.groups.get(req.group_id)
-        if generation < 0 and not member and instance is None:
-            if g is None:
-                g = b.groups.groups[req.group_id] = ClassicGroup(req.group_id)
-        else:
-            err, g = b.groups.validate_commit(req.group_id, generation, member, instance, 9)
-            if err == E.RebalanceInProgressError.errno:
-                err = 0                      # a transactional commit is allowed while completing a rebalance
+    known = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
+             if b.image.partition(t.name, p.partition_index) is not None]
+    group_first = b.faults.on("txn.offset_commit_group_first")
+    if not err and known and not group_first:
+        err = await verified(b, req, v)      # the transaction before the group (scheduleTransactionalWriteOperation)
+    g = None
+    if not err and known:
+        err, g = b.groups.validate_commit(req.group_id, generation, member, instance, v, transactional=True)
+    if not err and known and group_first:
+        err = await verified(b, req, v)
     now = b.clock.wall_ms()
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
     topics = []
@@ -69,14 +74,6 @@ async def handle(ctx, req):
                                                                           p.committed_metadata or "", now)
             parts.append(PartR(partition_index=p.partition_index, error_code=code))
         topics.append(TopicR(name=t.name, partitions=parts))
-    if g is not None and accepted and not err:
-        err = await verified(b, req, v)
-    if err:
-        for tr in topics:
-            for pr in tr.partitions:
-                if pr.error_code == 0:
-                    pr.error_code = err
-        accepted = {}
     if g is not None and accepted:
         failed = await b.groups.txn_commit(g, req.producer_id, req.producer_epoch, accepted)
         if failed:

@@ -1,4 +1,5 @@
-"""Admin client: create/delete topics, list offsets, delete records, describe topics.
+"""Admin client: create/delete topics, list offsets, delete records, describe topics, list transactions,
+describe producers.
 
 Thin on purpose: each method is one request type (grouped per leader where Kafka requires the leader),
 errors are ``kafka.errors`` classes raised as they come, so a conformance check can assert on the exact
@@ -16,6 +17,8 @@ from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeProducersRequest,
+    ListTransactionsRequest,
 )
 from kafka.protocol.consumer import ListOffsetsRequest
 
@@ -23,7 +26,8 @@ from .cluster import Cluster
 from .protocol import DEFAULT_CLIENT_ID
 from .types import OffsetAndTimestamp, TopicMetadata, TopicPartition
 
-__all__ = ["EARLIEST", "LATEST", "MAX_TIMESTAMP", "Admin", "NewTopic", "list_offsets"]
+__all__ = ["EARLIEST", "LATEST", "MAX_TIMESTAMP", "Admin", "NewTopic", "ProducerState", "TransactionListing",
+           "list_offsets"]
 
 #: ListOffsets timestamp specs (Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP etc.)
 LATEST = -1
@@ -126,6 +130,30 @@ async def _list_offsets_one(
             else:
                 out[tp] = (0, OffsetAndTimestamp(p.offset, p.timestamp, getattr(p, "leader_epoch", -1)))
     return out
+
+
+LIST_TRANSACTIONS, DESCRIBE_PRODUCERS = 66, 61
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """One ListTransactions entry (Java's TransactionListing)."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """One producer of a partition's log as DescribeProducers shows it (Java's ProducerState)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
 
 class Admin:
@@ -294,3 +322,60 @@ class Admin:
         """Names of all non-internal topics."""
         topics = await self.describe_topics(None)
         return sorted(n for n, t in topics.items() if not t.is_internal)
+
+    async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                                duration_ms: int = -1, pattern: str | None = None) -> list[TransactionListing]:
+        """ListTransactions to every broker (each lists the transactional ids it coordinates), as Java's
+        Admin.listTransactions; filters as the request's (KIP-664, KIP-994 duration v1+, KIP-1152 pattern v2+).
+        A broker too old for a filter asked for raises UnsupportedVersionError; a broker's error is raised."""
+        c = self.cluster
+        await c.refresh_metadata([])
+        need = 2 if pattern else 1 if duration_ms >= 0 else 0
+        out: list[TransactionListing] = []
+        for node in sorted(c.brokers):
+            conn = await c.connection(node)
+            version = conn.versions.get(LIST_TRANSACTIONS)
+            if version is None or version < need:
+                raise Errors.UnsupportedVersionError(f"ListTransactions v{need} on broker {node}")
+            req = ListTransactionsRequest(state_filters=list(states), producer_id_filters=list(producer_ids),
+                                          duration_filter=duration_ms, transactional_id_pattern=pattern)
+            body = (await conn.request(req, version, c.request_timeout)).body
+            _raise_for(body.error_code, f"ListTransactions on broker {node}")
+            out += [TransactionListing(s.transactional_id, s.producer_id, s.transaction_state)
+                    for s in body.transaction_states]
+        return sorted(out, key=lambda t: t.transactional_id)
+
+    async def describe_producers(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, list[ProducerState]]:
+        """DescribeProducers at each partition's leader (Java's Admin.describeProducers): the producers of its log,
+        sorted by producer id; a partition's error is raised."""
+        c = self.cluster
+        tps = list(tps)
+        if any(c.leader_for(tp) is None for tp in tps):
+            await c.refresh_metadata({tp.topic for tp in tps})
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            leader = c.leader_for(tp)
+            if leader is None:
+                raise Errors.LeaderNotAvailableError(f"no leader for {tp}")
+            by_leader.setdefault(leader, []).append(tp)
+        out: dict[TopicPartition, list[ProducerState]] = {}
+        for node, parts in by_leader.items():
+            conn = await c.connection(node)
+            version = conn.versions.get(DESCRIBE_PRODUCERS)
+            if version is None:
+                raise Errors.UnsupportedVersionError("DescribeProducers")
+            topics: dict[str, list[int]] = {}
+            for tp in parts:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+            req = DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(name=n, partition_indexes=ps)
+                                                   for n, ps in topics.items()])
+            body = (await conn.request(req, version, c.request_timeout)).body
+            for t in body.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    _raise_for(p.error_code, f"DescribeProducers {tp}", p.error_message)
+                    out[tp] = sorted((ProducerState(s.producer_id, s.producer_epoch, s.last_sequence,
+                                                    s.last_timestamp, s.coordinator_epoch,
+                                                    s.current_txn_start_offset) for s in p.active_producers),
+                                     key=lambda s: s.producer_id)
+        return out

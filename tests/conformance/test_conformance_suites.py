@@ -299,6 +299,15 @@ FAULTS = [
      {"TXN-COMMIT-VISIBLE"}),
     ("txn.no_concurrent_check", TXN, "markers_pending", "TXN-CONCURRENT", set()),
     ("txn.markers_leader_only", TXN, "leader_failover", "TXN-MARKERS-FAILOVER", set()),
+    # TxnOffsetCommit's errors and the admin views of transactions (issue 24, items 8 and 9)
+    ("txn.offset_commit_group_not_found", TXN, "offset_commit_unknown_group or transaction_before_group",
+     "TXN-OFFSET-COMMIT-UNKNOWN-GROUP", {"TXN-OFFSET-COMMIT-PRECEDENCE"}),
+    ("txn.offset_commit_group_first", TXN, "transaction_before_group or offset_commit_unknown_group",
+     "TXN-OFFSET-COMMIT-PRECEDENCE", {"TXN-OFFSET-COMMIT-UNKNOWN-GROUP"}),
+    ("txn.list_duration_ongoing_only", TXN, "list_transactions_filters or describe_producers",
+     "TXN-LIST-FILTERS", {"TXN-DESCRIBE-PRODUCERS"}),
+    ("txn.describe_producers_no_txn_start", TXN, "describe_producers or list_transactions_filters",
+     "TXN-DESCRIBE-PRODUCERS", {"TXN-LIST-FILTERS"}),
 ]
 
 
@@ -366,7 +375,7 @@ def test_transactions_suite_passes_on_the_reference(tmp_path: Path) -> None:
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "transactions"}
-    assert declared == set(by_rule(doc)) and len(declared) == 15, declared
+    assert declared == set(by_rule(doc)) and len(declared) == 19, declared
     assert doc["duration_s"] < 90, f"the transactions suite took {doc['duration_s']} s against the reference broker"
 
 
