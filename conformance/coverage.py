@@ -126,6 +126,12 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "txn.no_epoch_bump": ("TXN-TV2-EPOCH-BUMP",),
     "txn.tv2_no_retry": ("TXN-TV2-RETRY",),
     "txn.no_implicit_add": ("TXN-TV2-IMPLICIT-ADD",),
+    # the partition leader's side (issue 24)
+    "txn.produce_txn_checks_off": ("TXN-NO-HANGING",),
+    "txn.tv2_marker_epoch_as_tv1": ("TXN-MARKER-EPOCH",),
+    "txn.lso_below_log_start": ("TXN-LSO-LOG-START",),
+    "txn.abort_index_every_marker": ("TXN-ABORTED-LIST-WROTE",),
+    "txn.tv2_any_first_sequence": ("TXN-TV2-FIRST-SEQUENCE",),
 }
 
 
