@@ -1072,16 +1072,17 @@ async def test_stale_marker_never_completes_next_transaction(wire: Wire, evidenc
     await settled(wire, topic, [0])
     m_epoch, coord_epoch = await marker_epochs(wire, topic)
     t2_first = await sent_tv2(p, topic, 0, values(tag, "t2"))
-    dup = await write_txn_marker(wire, p.producer_id, m_epoch, coord_epoch, True, [(topic, 0)],
+    leader = await p.leader(topic, 0)             # markers go to the partition's leader, as a coordinator sends them
+    dup = await write_txn_marker(leader, p.producer_id, m_epoch, coord_epoch, True, [(topic, 0)],
                                  label="T1's COMMIT marker again, T2 open (TV2)")
     after_dup = await rc_latest(wire, topic, 0)
     rc_dup = await committed_values(wire, topic, 0)
-    older = await write_txn_marker(wire, p.producer_id, e0, coord_epoch, True, [(topic, 0)], version=1,
+    older = await write_txn_marker(leader, p.producer_id, e0, coord_epoch, True, [(topic, 0)], version=1,
                                    label="a v1 marker with the epoch before T1's")
     assert (await p.end_tv2(True))[0] == NONE
     await settled(wire, topic, [0])
     m2_epoch, coord2 = await marker_epochs(wire, topic)
-    retry = await write_txn_marker(wire, p.producer_id, m2_epoch, coord2, True, [(topic, 0)],
+    retry = await write_txn_marker(leader, p.producer_id, m2_epoch, coord2, True, [(topic, 0)],
                                    label="T2's COMMIT marker again, nothing open (TV2)")
     final = await rc_latest(wire, topic, 0)
     rc = await committed_values(wire, topic, 0)
