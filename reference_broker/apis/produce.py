@@ -180,6 +180,9 @@ def _first_batch_header(records) -> B.BatchHeader | None:
         return None
 
 
+PID_MAPPING_MESSAGE = "Transactional records contained more than one producer ID"   # Kafka 4.4.0's, answered
+
+
 def request_refusal(req) -> int:
     """The error every partition of the request gets before any append, or 0: transactional batches without a
     transactional id (KafkaApis.handleProduceRequest, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) or from more than one
@@ -197,13 +200,15 @@ def request_refusal(req) -> int:
 
 
 def refused_response(req, err: int):
-    """ProduceRequest.getErrorResponse: ``err`` for every partition of the request; acks=0 gets none (the
-    connection is closed)."""
+    """ProduceRequest.getErrorResponse: ``err`` for every partition of the request, with the exception's message
+    (none for TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka 4.4.0 answers); acks=0 gets no answer, the
+    connection is closed (RequestHandlerHelper.sendErrorOrCloseConnection)."""
     if req.acks == 0:
         raise CloseConnection(f"acks=0 produce refused with error {err}")
+    msg = PID_MAPPING_MESSAGE if err == E.InvalidProducerIdMappingError.errno else None
     return ProduceResponse(responses=[TopicResp(name=td.name, partition_responses=[
         PartResp(index=pd.index, error_code=err, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
-                 record_errors=[], error_message=None) for pd in td.partition_data]) for td in req.topic_data],
+                 record_errors=[], error_message=msg) for pd in td.partition_data]) for td in req.topic_data],
         throttle_time_ms=0)
 
 

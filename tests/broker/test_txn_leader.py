@@ -13,6 +13,7 @@ from kafka.protocol.producer import EndTxnRequest, ProduceRequest, WriteTxnMarke
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from fixtures.reference import ReferenceTarget
+from reference_broker.client.protocol import ConnectionClosedError
 
 from ._wire import batch, connect, create_topic, delete_records, produce
 from .test_transactions import SMALL, Txn, fetch, latest, txn_batch, values, wait_state
@@ -33,13 +34,17 @@ def idempotent_batch(pid: int, epoch: int, seq: int, vals: list[bytes]) -> bytes
     return bytes(b.build())
 
 
-async def produce_many(c, txn_id: str | None, parts: dict[tuple[str, int], bytes], version: int = 9) -> dict:
+async def produce_many(c, txn_id: str | None, parts: dict[tuple[str, int], bytes], version: int = 9,
+                       messages: dict | None = None) -> dict:
+    """One Produce → {(topic, partition): error}; ``messages`` (a dict) receives each partition's error_message."""
     T = ProduceRequest.TopicProduceData
     by: dict[str, list] = {}
     for (t, p), data in parts.items():
         by.setdefault(t, []).append(T.PartitionProduceData(index=p, records=data))
     r = await c.request(ProduceRequest[version](transactional_id=txn_id, acks=-1, timeout_ms=5000,
                                                 topic_data=[T(name=t, partition_data=ps) for t, ps in by.items()]))
+    if messages is not None:
+        messages.update({(t.name, p.index): p.error_message for t in r.body.responses for p in t.partition_responses})
     return {(t.name, p.index): p.error_code for t in r.body.responses for p in t.partition_responses}
 
 
@@ -84,8 +89,14 @@ async def test_orphan_transactional_batch_refused(broker):
     c = await connect(broker)
     await create_topic(c, "orphan")
     t = await ready(c, "orphan-txn")
-    errs = await produce_many(c, None, {("orphan", 0): txn_batch(t.pid, t.epoch, 0, [b"x"])})
+    msgs: dict = {}
+    errs = await produce_many(c, None, {("orphan", 0): txn_batch(t.pid, t.epoch, 0, [b"x"])}, messages=msgs)
     assert errs == {("orphan", 0): E.TransactionalIdAuthorizationFailedError.errno}
+    assert msgs == {("orphan", 0): None}                 # Kafka 4.4.0: no message
+    with pytest.raises(ConnectionClosedError):           # acks=0: no answer, the connection is closed
+        await produce(c, "orphan", txn_batch(t.pid, t.epoch, 0, [b"x"]), acks=0)
+        await c.api_versions()
+    c = await connect(broker)
     assert (await produce(c, "orphan", batch([b"plain"]))).error_code == 0
     p = await fetch(c, "orphan")
     assert values(p) == [b"plain"] and p.high_watermark == 1
@@ -99,10 +110,12 @@ async def test_two_transactional_producers_in_one_request_refused(broker):
     await create_topic(c, "two", partitions=2)
     a, b = await ready(c, "two-a"), await ready(c, "two-b")
     assert await a.add("two", 0) == 0 and await b.add("two", 1) == 0
+    msgs: dict = {}
     errs = await produce_many(c, a.id, {("two", 0): txn_batch(a.pid, a.epoch, 0, [b"a"]),
-                                        ("two", 1): txn_batch(b.pid, b.epoch, 0, [b"b"])})
+                                        ("two", 1): txn_batch(b.pid, b.epoch, 0, [b"b"])}, messages=msgs)
     bad = E.InvalidProducerIdMappingError.errno
     assert errs == {("two", 0): bad, ("two", 1): bad}
+    assert set(msgs.values()) == {"Transactional records contained more than one producer ID"}   # Kafka 4.4.0's
     for i in (0, 1):
         assert (await fetch(c, "two", partition=i, isolation=0)).high_watermark == 0
 
