@@ -382,8 +382,8 @@ class ProducerStateManager:
         checkSequence with origin CLIENT)."""
         entry = self.producers.get(h.producer_id)
         first_seq, last_seq = h.base_sequence, last_sequence(h)
-        self._check_verified_sequence(h, entry)
         if entry is None:
+            self._check_verified_sequence(h, None)
             return None                      # unknown producer: any sequence (currentEntry epoch NO_PRODUCER_EPOCH)
         dup = entry.find_duplicate(h.producer_epoch, first_seq, last_seq, window)
         if dup is not None:
@@ -421,10 +421,13 @@ class ProducerStateManager:
         self.verifying[producer_id] = (min(lowest, base_sequence), tv2)
 
     def _check_sequence(self, h: B.BatchHeader, entry: ProducerStateEntry, first_seq: int) -> None:
+        """checkProducerEpoch, then checkSequence (its verification cases first), as ProducerAppendInfo orders
+        them."""
         if h.producer_epoch < entry.epoch:
             raise ProducerStateError(E.InvalidProducerEpochError.errno,
                                      f"epoch {h.producer_epoch} of producer {h.producer_id} is older than the "
                                      f"last seen epoch {entry.epoch}")
+        self._check_verified_sequence(h, entry)
         if h.producer_epoch != entry.epoch:
             if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
                 raise ProducerStateError(E.OutOfOrderSequenceNumberError.errno,
