@@ -30,6 +30,12 @@ partition's leader paused), and markers that reach a new leader after a failover
 
 Kafka answers EndTxn once the PrepareCommit/PrepareAbort state is durable and writes the markers afterwards, so
 "after a commit" means once the markers are in: checks wait for it (bounded), never sleep a fixed time.
+
+The partition leader's side (single broker, at the end): a Produce that would leave an orphan transactional batch
+is refused (no hanging transaction); a stale or duplicated marker (WriteTxnMarkers, which Kafka 4.4.0 serves to a
+client on its broker listener without an authorizer) never completes the next transaction; the LSO never falls
+below the log start after DeleteRecords; aborted_transactions lists only transactions that wrote the partition;
+a transaction version 2 producer's first batch in a partition starts at sequence 0.
 """
 from __future__ import annotations
 
