@@ -132,6 +132,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "txn.lso_below_log_start": ("TXN-LSO-LOG-START",),
     "txn.abort_index_every_marker": ("TXN-ABORTED-LIST-WROTE",),
     "txn.tv2_any_first_sequence": ("TXN-TV2-FIRST-SEQUENCE",),
+    "txn.coordinator_epoch_unchecked": ("TXN-MARKER-COORDINATOR-EPOCH",),
 }
 
 

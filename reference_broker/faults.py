@@ -280,6 +280,10 @@ FAULTS: dict[str, str] = {
                                   "it has no state (Kafka 4.4: OUT_OF_ORDER_SEQUENCE_NUMBER unless 0, "
                                   "ProducerAppendInfo.checkSequence with a TV2 verification entry) — breaks "
                                   "TXN-TV2-FIRST-SEQUENCE",
+    "txn.coordinator_epoch_unchecked": "a marker's coordinator epoch is not compared with the one of the producer's "
+                                       "last marker (Kafka: TRANSACTION_COORDINATOR_FENCED when older, "
+                                       "ProducerAppendInfo.checkCoordinatorEpoch), so a zombie coordinator's marker "
+                                       "completes a transaction — breaks TXN-MARKER-COORDINATOR-EPOCH",
 }
 
 

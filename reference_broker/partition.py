@@ -504,13 +504,15 @@ class Partition:
         """Append a COMMIT/ABORT marker as leader (ReplicaManager.appendRecords with origin COORDINATOR and the
         marker's transaction version): an epoch older than the producer's here is INVALID_PRODUCER_EPOCH, and with
         transaction version 2 an equal one too while a transaction is open here (KIP-1228: the marker of a
-        transaction ending now carries a bumped epoch); the log's producer state completes the transaction, which
-        may move the LSO (parked read_committed fetches are woken)."""
+        transaction ending now carries a bumped epoch); a coordinator epoch older than the producer's last marker's
+        here is TRANSACTION_COORDINATOR_FENCED; the log's producer state completes the transaction, which may move
+        the LSO (parked read_committed fetches are woken)."""
         if not self.is_leader:
             return ProduceResult(E.NotLeaderForPartitionError.errno)
         if self.fault_tv2_marker_as_tv1:
             transaction_version = 0
-        err = self.log.producer_state.check_marker(producer_id, producer_epoch, transaction_version)
+        err = self.log.producer_state.check_marker(producer_id, producer_epoch, transaction_version,
+                                                   coordinator_epoch)
         if err:
             return ProduceResult(err)
         data = B.build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, now_ms)

@@ -267,6 +267,7 @@ class ReplicaManager:
                 ps.fault_index_every_abort = self.faults.on("txn.abort_index_every_marker")
                 ps.fault_plain_in_open_txn = self.faults.on("txn.produce_txn_checks_off")
                 ps.fault_tv2_any_first_seq = self.faults.on("txn.tv2_any_first_sequence")
+                ps.fault_coordinator_epoch_unchecked = self.faults.on("txn.coordinator_epoch_unchecked")
                 p.now_ms = lambda: self.clock.monotonic() * 1000
                 p.lag_ms = self.config["replica.lag.time.max.ms"]
                 p.isr_eligible = self._may_join

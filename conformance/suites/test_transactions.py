@@ -62,6 +62,7 @@ from conformance.txn import (
     PRODUCE_TV2,
     PRODUCER_FENCED,
     READ_UNCOMMITTED,
+    TRANSACTION_COORDINATOR_FENCED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     UNSTABLE_OFFSET_COMMIT,
     Committed,
@@ -1203,3 +1204,49 @@ async def test_tv2_first_sequence_must_be_zero(wire: Wire, evidence: Evidence) -
     assert zero[0] == NONE and rc[0] == values(tag, "zero"), f"then sequence 0 answered {zero[0]}; rc {rc[0]}"
     assert classic[0] == NONE and rc[1] == values(tag, "classic"), (
         f"a classic Produce v9 at sequence 5 with no state answered {classic[0]} (rc {rc[1]}); Kafka: NONE")
+
+
+rule("TXN-MARKER-COORDINATOR-EPOCH", "a partition leader refuses a transaction marker whose coordinator epoch is "
+     "older than the one of the producer's last marker there with TRANSACTION_COORDINATOR_FENCED, and it completes "
+     "nothing: a zombie coordinator's marker never ends the producer's open transaction",
+     "KIP-98; ProducerAppendInfo.checkCoordinatorEpoch (updatedEntry.coordinatorEpoch > marker coordinatorEpoch → "
+     "TransactionCoordinatorFencedException for origin COORDINATOR); ProducerStateEntry.update (coordinator epoch "
+     "of each marker)", SUITE)
+
+
+@pytest.mark.rule("TXN-MARKER-COORDINATOR-EPOCH")
+async def test_zombie_coordinator_marker_refused(wire: Wire, evidence: Evidence) -> None:
+    """T1 committed by the coordinator (its marker carries coordinator epoch c); T2 open. A COMMIT marker (v1, the
+    producer's epoch) with coordinator epoch c - 1 is TRANSACTION_COORDINATOR_FENCED and T2 stays open; T2 aborts
+    through the coordinator and stays invisible."""
+    if serves_write_txn_markers(wire) < 1:
+        pytest.skip("the target does not serve WriteTxnMarkers to clients")
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    tag = unique_name("zc")
+    p = await producer(wire)
+    await added(p, [(topic, 0)])
+    await sent(p, topic, 0, values(tag, "t1"))
+    await ended(p, True)
+    await settled(wire, topic, [0])
+    m_epoch, coord = await marker_epochs(wire, topic)
+    await added(p, [(topic, 0)])
+    t2_first = await sent(p, topic, 0, values(tag, "t2"))
+    leader = await p.leader(topic, 0)
+    zombie = await write_txn_marker(leader, p.producer_id, m_epoch, coord - 1, True, [(topic, 0)], version=1,
+                                    label="COMMIT marker of an older coordinator epoch")
+    after = await rc_latest(wire, topic, 0)
+    rc_after = await committed_values(wire, topic, 0)
+    await ended(p, False)
+    await settled(wire, topic, [0])
+    rc = await committed_values(wire, topic, 0)
+    evidence.note("zombie_marker", {"marker_epoch": m_epoch, "coordinator_epoch": coord, "t2_first": t2_first,
+                                    "zombie_marker": zombie[(topic, 0)], "after_rc_latest_lso_hw": after,
+                                    "read_committed_after": [v.decode() if v else v for v in rc_after],
+                                    "read_committed_end": [v.decode() if v else v for v in rc]})
+    assert zombie[(topic, 0)] == TRANSACTION_COORDINATOR_FENCED, (
+        f"a marker with coordinator epoch {coord - 1}, older than the {coord} of the producer's last marker, "
+        f"answered {zombie[(topic, 0)]}; Kafka: TRANSACTION_COORDINATOR_FENCED ({TRANSACTION_COORDINATOR_FENCED})")
+    assert after[0] == after[1] == t2_first and rc_after == values(tag, "t1"), (
+        f"after the refused marker T2 must stay open: LATEST/LSO/HW {after} (want LSO {t2_first}), read_committed "
+        f"{rc_after}")
+    assert rc == values(tag, "t1"), f"T2 was aborted; read_committed returned {rc}"

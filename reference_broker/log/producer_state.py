@@ -29,7 +29,9 @@ state the same way, or a retry after a failover or restart is appended twice (KI
   transaction version, KIP-1228/KAFKA-19999): transaction version 0/1, an epoch below the producer's is
   INVALID_PRODUCER_EPOCH; transaction version 2 (the coordinator bumped the epoch for the marker), the epoch must be
   above the producer's, or equal with no transaction open here (an idempotent retry of the marker just written), so a
-  delayed or duplicated marker never completes the producer's next transaction.
+  delayed or duplicated marker never completes the producer's next transaction. Then checkCoordinatorEpoch: a
+  coordinator epoch below the one of the producer's last marker here is TRANSACTION_COORDINATOR_FENCED (each marker
+  records its coordinator epoch in the producer's entry, and snapshots keep it).
 - Every appended batch, leader or follower, updates the state without validation (``on_append``, Kafka's
   REPLICATION origin), and the map end offset follows the log end.
 - Snapshots: Kafka's file format (``<offset, 20 digits>.snapshot``: version 1, CRC32C, one entry per producer with
@@ -245,6 +247,7 @@ class ProducerStateManager:
         self.fault_index_every_abort = False     # txn.abort_index_every_marker fault switch
         self.fault_plain_in_open_txn = False     # txn.plain_batch_in_open_txn fault switch
         self.fault_tv2_any_first_seq = False     # txn.tv2_any_first_sequence fault switch
+        self.fault_coordinator_epoch_unchecked = False   # txn.coordinator_epoch_unchecked fault switch
 
     # -- the aborted transaction index ---------------------------------------------------------------------------
 
@@ -467,6 +470,8 @@ class ProducerStateManager:
             entry.batches.clear()
             entry.epoch = h.producer_epoch
         entry.last_timestamp = h.max_timestamp
+        if h.coordinator_epoch >= 0:         # ProducerStateEntry.update: the marker's coordinator epoch
+            entry.coordinator_epoch = h.coordinator_epoch
         first = entry.current_txn_first_offset
         entry.current_txn_first_offset = None
         self.ongoing.pop(h.producer_id, None)
@@ -483,22 +488,29 @@ class ProducerStateManager:
             self.aborted.append(a)
             self._write_txn_index([a], append=True)
 
-    def check_marker(self, producer_id: int, producer_epoch: int, transaction_version: int = 0) -> int:
-        """A marker the coordinator asks to write (or a coordinator's transactional offset commit, version 0):
-        INVALID_PRODUCER_EPOCH or 0 (ProducerAppendInfo.checkProducerEpoch, origin COORDINATOR). Transaction
-        version 0/1: an epoch below the producer's is refused. Version 2 (KIP-1228): the marker's epoch must be above
-        the producer's; an equal one only when no transaction is open here (a retry of the marker just written) or
-        at the last epoch, else a delayed marker of the previous transaction would complete the current one."""
+    def check_marker(self, producer_id: int, producer_epoch: int, transaction_version: int = 0,
+                     coordinator_epoch: int | None = None) -> int:
+        """A marker the coordinator asks to write (or a coordinator's transactional offset commit, version 0, no
+        coordinator epoch): the error to answer, or 0 (ProducerAppendInfo.checkProducerEpoch, then
+        checkCoordinatorEpoch, origin COORDINATOR). Transaction version 0/1: an epoch below the producer's is
+        INVALID_PRODUCER_EPOCH. Version 2 (KIP-1228): the marker's epoch must be above the producer's; an equal one
+        only when no transaction is open here (a retry of the marker just written) or at the last epoch, else a
+        delayed marker of the previous transaction would complete the current one. A coordinator epoch below the
+        one of the producer's last marker here is TRANSACTION_COORDINATOR_FENCED (a zombie coordinator)."""
         entry = self.producers.get(producer_id)
         current = NO_PRODUCER_EPOCH if entry is None else entry.epoch
         if transaction_version < TV2:
-            return E.InvalidProducerEpochError.errno if producer_epoch < current else 0
-        if producer_epoch > current:
-            return 0
-        if producer_epoch == current and (entry is None or entry.current_txn_first_offset is None
-                                          or producer_epoch == INT16_MAX):
-            return 0
-        return E.InvalidProducerEpochError.errno
+            bad_epoch = producer_epoch < current
+        else:
+            bad_epoch = producer_epoch < current or (
+                producer_epoch == current and entry is not None and entry.current_txn_first_offset is not None
+                and producer_epoch != INT16_MAX)
+        if bad_epoch:
+            return E.InvalidProducerEpochError.errno
+        if (coordinator_epoch is not None and entry is not None and entry.coordinator_epoch > coordinator_epoch
+                and not self.fault_coordinator_epoch_unchecked):
+            return E.TransactionCoordinatorFencedError.errno
+        return 0
 
     def ongoing_first_offset(self, producer_id: int) -> int | None:
         """Where the producer's ongoing transaction started in this log (None: none open here)."""

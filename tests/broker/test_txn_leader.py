@@ -217,3 +217,25 @@ async def test_tv2_first_sequence_must_be_zero(broker):
     await wait_state(c, "seq-tv2", "CompleteCommit")
     assert values(await fetch(c, "seq")) == [b"zero"]
     assert values(await fetch(c, "seq", partition=1)) == [b"classic"]
+
+
+async def test_marker_of_an_older_coordinator_epoch_refused(broker):
+    """A marker whose coordinator epoch is below the one of the producer's last marker here is
+    TRANSACTION_COORDINATOR_FENCED and completes nothing; the coordinator's own abort then ends the transaction.
+    Before: the coordinator epoch was not compared and the zombie's COMMIT made the open transaction visible."""
+    c = await connect(broker)
+    await create_topic(c, "zc")
+    t = await ready(c, "zc-txn")
+    assert await t.add("zc", 0) == 0
+    assert (await t.produce("zc", 0, [b"t1"])).error_code == 0
+    assert await t.end(True) == 0
+    await wait_state(c, "zc-txn", "CompleteCommit")
+    assert await t.add("zc", 0) == 0
+    first = (await t.produce("zc", 0, [b"t2"])).base_offset
+    assert await marker(c, t.pid, t.epoch, True, "zc", version=1, coordinator_epoch=-1) == \
+        E.TransactionCoordinatorFencedError.errno
+    p = await fetch(c, "zc")
+    assert p.last_stable_offset == first and values(p) == [b"t1"]
+    assert await t.end(False) == 0
+    await wait_state(c, "zc-txn", "CompleteAbort")
+    assert values(await fetch(c, "zc")) == [b"t1"]

@@ -309,6 +309,8 @@ FAULTS = [
      {"TXN-READ-COMMITTED-ABORTED"}),
     ("txn.tv2_any_first_sequence", TXN, "first_sequence_must or adds_its_partition", "TXN-TV2-FIRST-SEQUENCE",
      {"TXN-TV2-IMPLICIT-ADD"}),
+    ("txn.coordinator_epoch_unchecked", TXN, "zombie_coordinator or stale_marker", "TXN-MARKER-COORDINATOR-EPOCH",
+     {"TXN-MARKER-EPOCH"}),
 ]
 
 
