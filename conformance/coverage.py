@@ -130,6 +130,13 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "txn.offset_commit_group_first": ("TXN-OFFSET-COMMIT-PRECEDENCE",),
     "txn.list_duration_ongoing_only": ("TXN-LIST-FILTERS",),
     "txn.describe_producers_no_txn_start": ("TXN-DESCRIBE-PRODUCERS",),
+    # the partition leader's side (issue 24)
+    "txn.produce_txn_checks_off": ("TXN-NO-HANGING",),
+    "txn.tv2_marker_epoch_as_tv1": ("TXN-MARKER-EPOCH",),
+    "txn.lso_below_log_start": ("TXN-LSO-LOG-START",),
+    "txn.abort_index_every_marker": ("TXN-ABORTED-LIST-WROTE",),
+    "txn.tv2_any_first_sequence": ("TXN-TV2-FIRST-SEQUENCE",),
+    "txn.coordinator_epoch_unchecked": ("TXN-MARKER-COORDINATOR-EPOCH",),
 }
 
 

@@ -34,6 +34,7 @@ from kafka.protocol.producer import (
     EndTxnRequest,
     ProduceRequest,
     TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
@@ -49,6 +50,9 @@ INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 CONCURRENT_TRANSACTIONS = 51
+TRANSACTION_COORDINATOR_FENCED = 52
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 UNSTABLE_OFFSET_COMMIT = 88
 PRODUCER_FENCED = 90
 RETRIABLE_COORDINATOR = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
@@ -171,30 +175,40 @@ class TxnProducer:
         return self.leaders[(topic, partition)]
 
     def next_batch(self, topic: str, partition: int, payloads: Sequence[bytes | None], *,
-                   epoch: int | None = None) -> bytes:
-        """The next transactional batch for a partition (its sequence advanced as if it will be appended)."""
-        seq = self.sequences.get((topic, partition), 0)
+                   epoch: int | None = None, sequence: int | None = None, transactional: bool = True) -> bytes:
+        """The next batch for a partition (its sequence advanced as if it will be appended): transactional unless
+        ``transactional`` is False (the same producer id and epoch, as an idempotent batch); ``sequence`` overrides
+        the producer's next one."""
+        seq = self.sequences.get((topic, partition), 0) if sequence is None else sequence
         self.sequences[(topic, partition)] = seq + len(payloads)
-        return txn_batch(payloads, self.producer_id, self.epoch if epoch is None else epoch, seq)
+        return txn_batch(payloads, self.producer_id, self.epoch if epoch is None else epoch, seq,
+                         transactional=transactional)
 
     async def send(self, topic: str, partition: int, payloads: Sequence[bytes | None], *,
                    epoch: int | None = None, label: str | None = None,
-                   version: int | None = None) -> tuple[int, int]:
+                   version: int | None = None, sequence: int | None = None,
+                   transactional: bool = True) -> tuple[int, int]:
         """A transactional Produce (acks=all, v9 or ``version``: 12 for transaction version 2, transactional_id
-        set) of one batch → (error, base offset). The sequence only advances when the batch is appended."""
-        seq = self.sequences.get((topic, partition), 0)
-        batch = self.next_batch(topic, partition, payloads, epoch=epoch)
+        set) of one batch → (error, base offset). The sequence only advances when the batch is appended.
+        ``transactional`` False sends the batch without the transactional attribute (and without a transactional
+        id), as an idempotent producer with this producer id would."""
+        before = self.sequences.get((topic, partition), 0)
+        seq = before if sequence is None else sequence
+        batch = self.next_batch(topic, partition, payloads, epoch=epoch, sequence=sequence,
+                                transactional=transactional)
         w = await self.leader(topic, partition)
         T = ProduceRequest.TopicProduceData
-        req = ProduceRequest(transactional_id=self.transactional_id, acks=-1, timeout_ms=10_000, topic_data=[
+        txn_id = self.transactional_id if transactional else None
+        req = ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=10_000, topic_data=[
             T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=batch)])])
-        summary = {"transactional_id": self.transactional_id, "topic": topic, "partition": partition,
+        summary = {"transactional_id": txn_id, "topic": topic, "partition": partition,
                    "records": len(payloads), "producer_id": self.producer_id,
-                   "producer_epoch": self.epoch if epoch is None else epoch, "base_sequence": seq}
+                   "producer_epoch": self.epoch if epoch is None else epoch, "base_sequence": seq,
+                   "transactional": transactional}
         r = await w.request("Produce", req, summary=summary, label=label, version=version)
         pr = r.body.responses[0].partition_responses[0]
         if pr.error_code != NONE:
-            self.sequences[(topic, partition)] = seq
+            self.sequences[(topic, partition)] = before
         return pr.error_code, pr.base_offset
 
     async def add_offsets(self, group: str, *, retry: bool = True) -> int:
@@ -276,6 +290,8 @@ class FetchedBatch:
     control: bool
     commit: bool | None                # control batches: True COMMIT marker, False ABORT marker
     records: list[tuple[int, bytes | None]]
+    producer_epoch: int = -1
+    coordinator_epoch: int | None = None    # control batches: the marker's coordinator epoch (EndTransactionMarker)
 
 
 @dataclass
@@ -311,12 +327,16 @@ def decode(raw: bytes) -> list[FetchedBatch]:
         for b in MemoryRecords(raw[pos:pos + size]):
             recs = list(b)
             last = b.base_offset + b.last_offset_delta
-            commit = None
+            commit = coordinator_epoch = None
             if b.is_control_batch and recs:
                 commit = bool(recs[0].commit)
+                value = recs[0].value or b""
+                if len(value) >= 6:                      # EndTransactionMarker: version int16, coordinator epoch
+                    coordinator_epoch = int.from_bytes(value[2:6], "big", signed=True)
             out.append(FetchedBatch(b.base_offset, last, b.producer_id, bool(b.is_transactional),
                                     bool(b.is_control_batch), commit,
-                                    [] if b.is_control_batch else [(r.offset, r.value) for r in recs]))
+                                    [] if b.is_control_batch else [(r.offset, r.value) for r in recs],
+                                    b.producer_epoch, coordinator_epoch))
         pos += size
     return out
 
@@ -416,3 +436,50 @@ async def list_transactions(w: Wire) -> Any:
     """ListTransactions v0 (every state, every producer) → the answer body."""
     return (await w.request("ListTransactions", ListTransactionsRequest(state_filters=[],
                                                                         producer_id_filters=[]))).body
+
+
+WRITE_TXN_MARKERS_KEY = 27
+
+
+async def write_txn_marker(w: Wire, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                           parts: Sequence[tuple[str, int]], *, version: int = 2, transaction_version: int = 2,
+                           label: str | None = None) -> dict[tuple[str, int], int]:
+    """WriteTxnMarkers (v1, or v2 with the marker's ``transaction_version``, KIP-1228) of one marker to the
+    partitions' leader ``w``, as a transaction coordinator sends it → {(topic, partition): error}. Kafka serves it
+    on the broker listener to any principal with CLUSTER_ACTION (everyone without an authorizer)."""
+    M = WriteTxnMarkersRequest.WritableTxnMarker
+    by: dict[str, list[int]] = {}
+    for t, p in parts:
+        by.setdefault(t, []).append(p)
+    fields: dict[str, Any] = {"producer_id": producer_id, "producer_epoch": producer_epoch,
+                              "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
+                              "topics": [M.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                                         for t, ps in by.items()]}
+    if version >= 2:
+        fields["transaction_version"] = transaction_version
+    summary = {**{k: v for k, v in fields.items() if k != "topics"}, "partitions": list(parts)}
+    r = await w.request("WriteTxnMarkers", WriteTxnMarkersRequest(markers=[M(**fields)]), version=version,
+                        summary=summary, label=label)
+    return {(t.name, p.partition_index): p.error_code for m in r.body.markers for t in m.topics
+            for p in t.partitions}
+
+
+def serves_write_txn_markers(w: Wire) -> int:
+    """The highest WriteTxnMarkers version the broker advertises to a client (ApiVersions), -1 when none."""
+    rng = w.conn.broker_versions.get(WRITE_TXN_MARKERS_KEY)
+    return rng[1] if rng is not None else -1
+
+
+async def last_marker(w: Wire, topic: str, partition: int) -> FetchedBatch | None:
+    """The last transaction marker in the partition (read_uncommitted, from the start), None when there is none."""
+    markers: list[FetchedBatch] = []
+    offset = 0
+    for _ in range(10_000):
+        f = await fetch_one(w, topic, partition, offset, isolation=READ_UNCOMMITTED)
+        if f.error != NONE:
+            raise TargetDiverged(f"Fetch of {topic}/{partition} at {offset} answered error {f.error}")
+        if not f.batches:
+            return markers[-1] if markers else None
+        markers += [b for b in f.batches if b.control]
+        offset = f.batches[-1].last_offset + 1
+    raise TargetDiverged(f"reading {topic}/{partition} never reached an end")

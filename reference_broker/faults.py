@@ -274,6 +274,31 @@ FAULTS: dict[str, str] = {
     "txn.describe_producers_no_txn_start": "DescribeProducers answers current_txn_start_offset -1 for a producer "
                                            "with an open transaction (Kafka: its first offset, ProducerStateEntry."
                                            "currentTxnFirstOffset) — breaks TXN-DESCRIBE-PRODUCERS",
+    "txn.produce_txn_checks_off": "a Produce is appended without its transactional checks: transactional batches "
+                                  "with no transactional id, batches of several transactional producer ids in one "
+                                  "request, a non-transactional batch from a producer with an open transaction "
+                                  "(Kafka: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_PRODUCER_ID_MAPPING, "
+                                  "INVALID_TXN_STATE) — the orphan batch pins the LSO for ever; breaks "
+                                  "TXN-NO-HANGING",
+    "txn.tv2_marker_epoch_as_tv1": "a transaction version 2 marker (WriteTxnMarkers v2) is checked as a version 1 "
+                                   "one, refused only when its epoch is lower (Kafka: an equal epoch is refused "
+                                   "while a transaction is open, KIP-1228) — a delayed marker completes the next "
+                                   "transaction; breaks TXN-MARKER-EPOCH",
+    "txn.lso_below_log_start": "the LSO is not raised to the log start: after DeleteRecords past an open "
+                               "transaction's first offset it stays below it (Kafka: "
+                               "UnifiedLog.maybeIncrementFirstUnstableOffset) — breaks TXN-LSO-LOG-START",
+    "txn.abort_index_every_marker": "every ABORT marker goes to the aborted transaction index, also for a producer "
+                                    "that wrote nothing to the partition (Kafka: only a transaction with a first "
+                                    "offset there, ProducerAppendInfo.appendEndTxnMarker) — breaks "
+                                    "TXN-ABORTED-LIST-WROTE",
+    "txn.tv2_any_first_sequence": "a transaction version 2 producer may start at any sequence on a partition where "
+                                  "it has no state (Kafka 4.4: OUT_OF_ORDER_SEQUENCE_NUMBER unless 0, "
+                                  "ProducerAppendInfo.checkSequence with a TV2 verification entry) — breaks "
+                                  "TXN-TV2-FIRST-SEQUENCE",
+    "txn.coordinator_epoch_unchecked": "a marker's coordinator epoch is not compared with the one of the producer's "
+                                       "last marker (Kafka: TRANSACTION_COORDINATOR_FENCED when older, "
+                                       "ProducerAppendInfo.checkCoordinatorEpoch), so a zombie coordinator's marker "
+                                       "completes a transaction — breaks TXN-MARKER-COORDINATOR-EPOCH",
 }
 
 

@@ -404,7 +404,8 @@ class BrokerNode:
             if err:
                 out[tp] = err
                 continue
-            res = p.write_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, self.clock.wall_ms())
+            res = p.write_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, self.clock.wall_ms(),
+                                 m.transaction_version)
             out[tp] = res.error
             if res.error:
                 continue

@@ -124,6 +124,8 @@ class Partition:
         self.fault_lso_is_hw = False            # txn.lso_is_hw fault switch
         self.fault_no_aborted_list = False      # txn.no_aborted_list fault switch
         self.fault_markers_leader_only = False  # txn.markers_leader_only fault switch
+        self.fault_lso_below_log_start = False  # txn.lso_below_log_start fault switch
+        self.fault_tv2_marker_as_tv1 = False    # txn.tv2_marker_epoch_as_tv1 fault switch
         # Set by the replica manager: the clock, replica.lag.time.max.ms and whether a broker may join the ISR
         # (registered and unfenced), for the HW's wait on followers about to join the ISR.
         self.now_ms: Callable[[], float] = lambda: 0.0
@@ -176,11 +178,17 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         """UnifiedLog.lastStableOffset: the first offset of the earliest transaction that is open or whose marker the
-        HW has not passed, never above the HW; the HW when there is none."""
+        HW has not passed, never above the HW; the HW when there is none. Never below the log start either
+        (maybeIncrementFirstUnstableOffset): DeleteRecords may remove an open transaction's first records, and an
+        LSO below the log start is an offset no consumer can fetch."""
         if self.fault_lso_is_hw:
             return self.hw
         first = self.log.producer_state.first_unstable_offset(self.hw)
-        return self.hw if first is None else min(first, self.hw)
+        if first is None:
+            return self.hw
+        if not self.fault_lso_below_log_start:
+            first = max(first, self.log.log_start_offset)
+        return min(first, self.hw)
 
     def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
         """(epoch, end offset) when a fetch's last fetched epoch disagrees with our log (KIP-320/KIP-595): the
@@ -492,13 +500,19 @@ class Partition:
                 for a in self.log.producer_state.collect_aborted(fetch_offset, upper)]
 
     def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                     now_ms: int) -> ProduceResult:
-        """Append a COMMIT/ABORT marker as leader (ReplicaManager.appendRecords with origin COORDINATOR): an epoch
-        older than the producer's here is INVALID_PRODUCER_EPOCH; the log's producer state completes the
-        transaction, which may move the LSO (parked read_committed fetches are woken)."""
+                     now_ms: int, transaction_version: int = 0) -> ProduceResult:
+        """Append a COMMIT/ABORT marker as leader (ReplicaManager.appendRecords with origin COORDINATOR and the
+        marker's transaction version): an epoch older than the producer's here is INVALID_PRODUCER_EPOCH, and with
+        transaction version 2 an equal one too while a transaction is open here (KIP-1228: the marker of a
+        transaction ending now carries a bumped epoch); a coordinator epoch older than the producer's last marker's
+        here is TRANSACTION_COORDINATOR_FENCED; the log's producer state completes the transaction, which may move
+        the LSO (parked read_committed fetches are woken)."""
         if not self.is_leader:
             return ProduceResult(E.NotLeaderForPartitionError.errno)
-        err = self.log.producer_state.check_marker(producer_id, producer_epoch)
+        if self.fault_tv2_marker_as_tv1:
+            transaction_version = 0
+        err = self.log.producer_state.check_marker(producer_id, producer_epoch, transaction_version,
+                                                   coordinator_epoch)
         if err:
             return ProduceResult(err)
         data = B.build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, now_ms)

@@ -261,6 +261,13 @@ class ReplicaManager:
                 p.fault_lso_is_hw = self.faults.on("txn.lso_is_hw")
                 p.fault_no_aborted_list = self.faults.on("txn.no_aborted_list")
                 p.fault_markers_leader_only = self.faults.on("txn.markers_leader_only")
+                p.fault_lso_below_log_start = self.faults.on("txn.lso_below_log_start")
+                p.fault_tv2_marker_as_tv1 = self.faults.on("txn.tv2_marker_epoch_as_tv1")
+                ps = lg.producer_state
+                ps.fault_index_every_abort = self.faults.on("txn.abort_index_every_marker")
+                ps.fault_plain_in_open_txn = self.faults.on("txn.produce_txn_checks_off")
+                ps.fault_tv2_any_first_seq = self.faults.on("txn.tv2_any_first_sequence")
+                ps.fault_coordinator_epoch_unchecked = self.faults.on("txn.coordinator_epoch_unchecked")
                 p.now_ms = lambda: self.clock.monotonic() * 1000
                 p.lag_ms = self.config["replica.lag.time.max.ms"]
                 p.isr_eligible = self._may_join

@@ -95,6 +95,7 @@ class Marker(NamedTuple):
     producer_epoch: int
     coordinator_epoch: int
     commit: bool
+    transaction_version: int = 0     # WriteTxnMarkers v2 (KIP-1228): 2 when the marker carries a bumped epoch
 
 
 # markers -> {(topic, partition): error} (0 written; UNKNOWN_TOPIC_OR_PARTITION: the partition is gone)

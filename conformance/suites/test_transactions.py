@@ -30,6 +30,12 @@ partition's leader paused), and markers that reach a new leader after a failover
 
 Kafka answers EndTxn once the PrepareCommit/PrepareAbort state is durable and writes the markers afterwards, so
 "after a commit" means once the markers are in: checks wait for it (bounded), never sleep a fixed time.
+
+The partition leader's side (single broker, at the end): a Produce that would leave an orphan transactional batch
+is refused (no hanging transaction); a stale or duplicated marker (WriteTxnMarkers, which Kafka 4.4.0 serves to a
+client on its broker listener without an authorizer) never completes the next transaction; the LSO never falls
+below the log start after DeleteRecords; aborted_transactions lists only transactions that wrote the partition;
+a transaction version 2 producer's first batch in a partition starts at sequence 0.
 """
 from __future__ import annotations
 
@@ -42,7 +48,7 @@ from typing import Any
 import pytest
 from kafka import errors as E
 from kafka.protocol.admin import DescribeProducersRequest, ListTransactionsRequest
-from kafka.protocol.producer import TxnOffsetCommitRequest
+from kafka.protocol.producer import ProduceRequest, TxnOffsetCommitRequest
 
 from conformance.evidence import Evidence
 from conformance.rules import rule
@@ -51,23 +57,31 @@ from conformance.txn import (
     CONCURRENT_TRANSACTIONS,
     END_TXN_TV2,
     INVALID_PRODUCER_EPOCH,
+    INVALID_PRODUCER_ID_MAPPING,
     INVALID_TXN_STATE,
     NONE,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
     PRODUCE_TV2,
     PRODUCER_FENCED,
     READ_UNCOMMITTED,
+    TRANSACTION_COORDINATOR_FENCED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     UNSTABLE_OFFSET_COMMIT,
     Committed,
     TxnProducer,
     describe_transaction,
     fetch_one,
+    last_marker,
     offset_fetch_stable,
     read_all,
     retry_coordinator,
+    serves_write_txn_markers,
     transaction_version,
+    txn_batch,
     txn_coordinator,
+    write_txn_marker,
 )
-from conformance.wire import LATEST, TargetDiverged, Wire, unique_name
+from conformance.wire import EARLIEST, LATEST, TargetDiverged, Wire, unique_name
 from fixtures.target import Target
 
 SUITE = "transactions"
@@ -1207,3 +1221,320 @@ async def test_describe_producers_open_transaction(wire: Wire, evidence: Evidenc
     assert after is not None and after.current_txn_start_offset == -1, (
         f"after the commit DescribeProducers described the producer as {after}; Kafka: still listed, "
         f"current_txn_start_offset -1")
+# ------------------------------------------------------------------------------------------- the leader's side
+# (issue 24: Produce's transactional checks, marker epochs, the LSO after DeleteRecords, the aborted index)
+
+rule("TXN-NO-HANGING", "a Produce that would leave a transactional batch no coordinator will ever end is refused "
+     "and appends nothing: transactional records without a transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED "
+     "for every partition), transactional batches of two producer ids in one request (INVALID_PRODUCER_ID_MAPPING "
+     "for every partition), a non-transactional batch from a producer whose transaction is open in the partition "
+     "(INVALID_TXN_STATE); afterwards read_committed ListOffsets LATEST and Fetch's last_stable_offset equal the "
+     "high watermark (no hanging transaction)",
+     "KIP-98; KIP-890 (hanging transactions); KafkaApis.handleProduceRequest (hasTransactionalRecords && "
+     "transactionalId == null → TRANSACTIONAL_ID_AUTHORIZATION_FAILED); ReplicaManager.handleProduceAppend "
+     "('Transactional records contained more than one producer ID' → InvalidPidMappingException); "
+     "ProducerAppendInfo.appendDataBatch ('Expected transactional write' → InvalidTxnStateException)", SUITE)
+rule("TXN-MARKER-EPOCH", "a partition leader refuses a transaction marker (WriteTxnMarkers) whose producer epoch "
+     "is older than the producer's with INVALID_PRODUCER_EPOCH, and with transaction version 2 (WriteTxnMarkers v2, "
+     "TransactionVersion 2) also one with the producer's current epoch while its transaction is open there — a "
+     "delayed or duplicated marker of the previous transaction never completes the next one (its records stay "
+     "invisible, the LSO stays at its first offset); an equal-epoch TV2 marker with no transaction open (a retried "
+     "marker) is accepted",
+     "KIP-1228 (KAFKA-19999); ProducerAppendInfo.checkProducerEpoch (transactionVersion >= 2: producerEpoch <= "
+     "current epoch is invalid unless equal with currentTxnFirstOffset empty: 'Idempotent transaction marker retry') "
+     "/ appendEndTxnMarker; KafkaApis.handleWriteTxnMarkersRequest (marker.transactionVersion)", SUITE)
+rule("TXN-LSO-LOG-START", "after DeleteRecords moves the log start past an open transaction's first offset, the "
+     "last stable offset (Fetch last_stable_offset, ListOffsets read_committed LATEST) is the log start, never "
+     "below it, until the transaction ends (then the high watermark)",
+     "KIP-98; KIP-107; UnifiedLog.maybeIncrementFirstUnstableOffset (an unstable offset below logStartOffset "
+     "becomes logStartOffset) / lastStableOffset", SUITE)
+rule("TXN-ABORTED-LIST-WROTE", "a read_committed Fetch lists in aborted_transactions only transactions that wrote "
+     "records to that partition: an aborted transaction that had the partition added but wrote nothing there "
+     "(only its ABORT marker landed) is not listed; it is listed in the partition it wrote to",
+     "KIP-98; ProducerAppendInfo.appendEndTxnMarker (a CompletedTxn only when currentTxnFirstOffset is present: "
+     "'A transaction marker without any associated data will not ... be reflected in the transaction index'); "
+     "UnifiedLog.collectAbortedTransactions", SUITE)
+rule("TXN-TV2-FIRST-SEQUENCE", "with transaction version 2 a transactional Produce v12 whose batch starts at a "
+     "sequence other than 0 on a partition where the producer has no batch is refused with "
+     "OUT_OF_ORDER_SEQUENCE_NUMBER and appends nothing; sequence 0 is then accepted. The classic protocol (Produce "
+     "v9 after AddPartitionsToTxn) accepts any first sequence there, as for every idempotent producer without state",
+     "KIP-890 part 2; ProducerAppendInfo.checkSequence (verificationStateEntry.supportsEpochBump && appendFirstSeq "
+     "!= 0 && currentEntry.isEmpty → OutOfOrderSequenceException; otherwise NO_PRODUCER_EPOCH accepts any "
+     "sequence)", SUITE)
+
+
+async def rc_latest(w: Wire, topic: str, partition: int) -> tuple[int, int, int]:
+    """(ListOffsets read_committed LATEST, Fetch last_stable_offset, Fetch high watermark) of a partition (the
+    Fetch at the log start, ListOffsets EARLIEST)."""
+    err, latest, _ = await w.list_offsets(topic, partition, LATEST, isolation_level=1)
+    err2, start, _ = await w.list_offsets(topic, partition, EARLIEST)
+    assert err2 == NONE, f"ListOffsets EARLIEST answered {err2} for {topic}/{partition}"
+    f = await fetch_one(w, topic, partition, start, max_bytes=1)
+    assert err == NONE and f.error == NONE, f"ListOffsets answered {err}, Fetch {f.error} for {topic}/{partition}"
+    return latest, f.last_stable_offset, f.high_watermark
+
+
+async def produce_raw(w: Wire, transactional_id: str | None, batches: dict[tuple[str, int], bytes],
+                      label: str) -> dict[tuple[str, int], int]:
+    """One Produce v9 (acks=all) carrying ``batches`` → {(topic, partition): error}."""
+    T = ProduceRequest.TopicProduceData
+    by: dict[str, list[Any]] = {}
+    for (t, p), b in batches.items():
+        by.setdefault(t, []).append(T.PartitionProduceData(index=p, records=b))
+    req = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=10_000,
+                         topic_data=[T(name=t, partition_data=ps) for t, ps in by.items()])
+    summary = {"transactional_id": transactional_id, "partitions": sorted(batches)}
+    r = await w.request("Produce", req, summary=summary, label=label)
+    return {(t.name, p.index): p.error_code for t in r.body.responses for p in t.partition_responses}
+
+
+@pytest.mark.rule("TXN-NO-HANGING")
+async def test_no_hanging_transaction_from_bad_produce(wire: Wire, evidence: Evidence) -> None:
+    """Three Produces that would leave an orphan transactional batch, each refused with nothing appended: a
+    transactional batch without a transactional id; transactional batches of two producers in one request; a
+    plain (idempotent) batch from a producer whose transaction is open. A plain record follows each; at the end
+    read_committed LATEST and the LSO equal the HW on both partitions, and the open transaction commits."""
+    topic = await wire.create_topic(partitions=2, replication_factor=1)
+    tag = unique_name("nh")
+    p, q = await producer(wire), await producer(wire)
+    got: dict[str, Any] = {}
+    orphan = txn_batch(values(tag, "orphan"), p.producer_id, p.epoch, 0)
+    got["no_transactional_id"] = await produce_raw(wire, None, {(topic, 0): orphan},
+                                                   "transactional batch, no transactional id")
+    await plain(wire, topic, 0, values(tag, "p0"))
+    await added(p, [(topic, 0)])
+    await added(q, [(topic, 1)])
+    got["two_producer_ids"] = await produce_raw(wire, p.transactional_id, {
+        (topic, 0): txn_batch(values(tag, "pa"), p.producer_id, p.epoch, 0),
+        (topic, 1): txn_batch(values(tag, "qa"), q.producer_id, q.epoch, 0)}, "transactional batches of two producers")
+    await plain(wire, topic, 1, values(tag, "p1"))
+    await sent(p, topic, 0, values(tag, "t1"))
+    got["plain_in_open_txn"] = (await p.send(topic, 0, values(tag, "idem"), transactional=False,
+                                             label="non-transactional batch, transaction open"))[0]
+    await ended(p, True)
+    await ended(q, False)
+    settled_at, waited = await settled(wire, topic, [0, 1])
+    ends = {i: await rc_latest(wire, topic, i) for i in (0, 1)}
+    ru = {i: await committed_values(wire, topic, i, isolation=READ_UNCOMMITTED) for i in (0, 1)}
+    evidence.note("bad_produce", {"answers": {k: (v if isinstance(v, int) else {f"{t}/{i}": e for (t, i), e in v.items()})
+                                              for k, v in got.items()},
+                                  "rc_latest_lso_hw": ends, "read_uncommitted": {
+                                      i: [x.decode() if x else x for x in v] for i, v in ru.items()}})
+    want_orphan = {(topic, 0): TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    assert got["no_transactional_id"] == want_orphan, (
+        f"a Produce with a transactional batch and no transactional id answered {got['no_transactional_id']}; Kafka: "
+        f"TRANSACTIONAL_ID_AUTHORIZATION_FAILED ({TRANSACTIONAL_ID_AUTHORIZATION_FAILED}): no coordinator would ever "
+        f"end that batch's transaction")
+    want_two = {(topic, 0): INVALID_PRODUCER_ID_MAPPING, (topic, 1): INVALID_PRODUCER_ID_MAPPING}
+    assert got["two_producer_ids"] == want_two, (
+        f"a Produce with transactional batches of producers {p.producer_id} and {q.producer_id} answered "
+        f"{got['two_producer_ids']}; Kafka: INVALID_PRODUCER_ID_MAPPING ({INVALID_PRODUCER_ID_MAPPING}) for every "
+        f"partition")
+    assert got["plain_in_open_txn"] == INVALID_TXN_STATE, (
+        f"a non-transactional batch of producer {p.producer_id}, whose transaction is open in {topic}/0, answered "
+        f"{got['plain_in_open_txn']}; Kafka: INVALID_TXN_STATE ({INVALID_TXN_STATE})")
+    assert ru == {0: values(tag, "p0", "t1"), 1: values(tag, "p1")}, (
+        f"the refused batches must append nothing: read_uncommitted holds {ru}")
+    for i, (latest, lso, hw) in ends.items():
+        assert latest == lso == hw, (
+            f"{waited:.1f} s after every transaction ended, {topic}/{i} has read_committed LATEST {latest}, LSO {lso}, "
+            f"HW {hw}; Kafka: all equal (no transaction left hanging)")
+    assert await committed_values(wire, topic, 0) == values(tag, "p0", "t1")
+
+
+async def marker_epochs(w: Wire, topic: str) -> tuple[int, int]:
+    """(producer epoch, coordinator epoch) of the partition's last marker, as its coordinator wrote it."""
+    m = await last_marker(w, topic, 0)
+    assert m is not None and m.coordinator_epoch is not None, f"no transaction marker found in {topic}/0"
+    return m.producer_epoch, m.coordinator_epoch
+
+
+@pytest.mark.rule("TXN-MARKER-EPOCH")
+async def test_stale_marker_never_completes_next_transaction(wire: Wire, evidence: Evidence) -> None:
+    """Transaction version 2: T1 committed (its COMMIT marker carries epoch e+1); T2 opens at e+1. A duplicate of
+    T1's marker (WriteTxnMarkers v2, TV2, epoch e+1) is INVALID_PRODUCER_EPOCH and T2 stays open and invisible; a
+    v1 marker with the epoch before (e) is INVALID_PRODUCER_EPOCH too. T2 commits (epoch e+2); a retry of its own
+    marker (epoch e+2, nothing open) is accepted."""
+    top = serves_write_txn_markers(wire)
+    if top < 2:
+        pytest.skip(f"the target serves WriteTxnMarkers up to v{top} to clients: no v2 marker to send")
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    tag = unique_name("me")
+    p = await tv2_producer(wire)
+    e0 = p.epoch
+    await sent_tv2(p, topic, 0, values(tag, "t1"))
+    assert (await p.end_tv2(True))[0] == NONE
+    await settled(wire, topic, [0])
+    m_epoch, coord_epoch = await marker_epochs(wire, topic)
+    t2_first = await sent_tv2(p, topic, 0, values(tag, "t2"))
+    leader = await p.leader(topic, 0)             # markers go to the partition's leader, as a coordinator sends them
+    dup = await write_txn_marker(leader, p.producer_id, m_epoch, coord_epoch, True, [(topic, 0)],
+                                 label="T1's COMMIT marker again, T2 open (TV2)")
+    after_dup = await rc_latest(wire, topic, 0)
+    rc_dup = await committed_values(wire, topic, 0)
+    older = await write_txn_marker(leader, p.producer_id, e0, coord_epoch, True, [(topic, 0)], version=1,
+                                   label="a v1 marker with the epoch before T1's")
+    assert (await p.end_tv2(True))[0] == NONE
+    await settled(wire, topic, [0])
+    m2_epoch, coord2 = await marker_epochs(wire, topic)
+    retry = await write_txn_marker(leader, p.producer_id, m2_epoch, coord2, True, [(topic, 0)],
+                                   label="T2's COMMIT marker again, nothing open (TV2)")
+    final = await rc_latest(wire, topic, 0)
+    rc = await committed_values(wire, topic, 0)
+    evidence.note("marker_epochs", {
+        "init_epoch": e0, "t1_marker_epoch": m_epoch, "coordinator_epoch": coord_epoch, "t2_first": t2_first,
+        "duplicate_t1_marker": dup[(topic, 0)], "after_duplicate_rc_latest_lso_hw": after_dup,
+        "read_committed_after_duplicate": [v.decode() if v else v for v in rc_dup],
+        "older_v1_marker": older[(topic, 0)], "t2_marker_epoch": m2_epoch, "retried_t2_marker": retry[(topic, 0)],
+        "final_rc_latest_lso_hw": final})
+    assert m_epoch == e0 + 1, f"T1's COMMIT marker carries epoch {m_epoch}; transaction version 2: {e0 + 1}"
+    assert dup[(topic, 0)] == INVALID_PRODUCER_EPOCH, (
+        f"a TV2 marker with epoch {m_epoch} (T1's, duplicated) while T2 is open at that epoch answered "
+        f"{dup[(topic, 0)]}; Kafka (KIP-1228): INVALID_PRODUCER_EPOCH ({INVALID_PRODUCER_EPOCH})")
+    assert after_dup[0] == after_dup[1] == t2_first and rc_dup == values(tag, "t1"), (
+        f"after the duplicated marker T2 must stay open: read_committed LATEST/LSO/HW {after_dup}, want LSO "
+        f"{t2_first}; read_committed {rc_dup}")
+    assert older[(topic, 0)] == INVALID_PRODUCER_EPOCH, (
+        f"a v1 marker with epoch {e0}, older than the producer's {m_epoch}, answered {older[(topic, 0)]}; Kafka: "
+        f"INVALID_PRODUCER_EPOCH ({INVALID_PRODUCER_EPOCH})")
+    assert retry[(topic, 0)] == NONE, (
+        f"a TV2 marker with the producer's epoch {m2_epoch} and no transaction open (a retried marker) answered "
+        f"{retry[(topic, 0)]}; Kafka: NONE (an idempotent marker retry)")
+    assert rc == values(tag, "t1", "t2") and final[0] == final[1] == final[2], (
+        f"at the end read_committed returned {rc}, LATEST/LSO/HW {final}")
+
+
+@pytest.mark.rule("TXN-LSO-LOG-START")
+async def test_lso_not_below_log_start(wire: Wire, evidence: Evidence) -> None:
+    """Two plain records, a transaction opened at offset 2 (two records), one plain record; DeleteRecords to 4
+    (past the transaction's first offset, below the HW 5): the LSO is 4 on Fetch and ListOffsets read_committed
+    LATEST; after the commit, the HW."""
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    tag = unique_name("ls")
+    await plain(wire, topic, 0, values(tag, "p0", "p1"))
+    p = await producer(wire)
+    await added(p, [(topic, 0)])
+    first = await sent(p, topic, 0, values(tag, "a1", "a2"))
+    await plain(wire, topic, 0, values(tag, "p2"))
+    before = await rc_latest(wire, topic, 0)
+    cut = first + 2
+    err, low = await wire.delete_records(topic, 0, cut)
+    after = await rc_latest(wire, topic, 0)
+    f = await fetch_one(wire, topic, 0, cut, label="read_committed at the new log start")
+    await ended(p, True)
+    await settled(wire, topic, [0])
+    end = await rc_latest(wire, topic, 0)
+    evidence.note("lso_log_start", {"txn_first": first, "before_rc_latest_lso_hw": before, "delete_records": [err, low],
+                                    "after_rc_latest_lso_hw": after, "fetch_at_log_start": [
+                                        f.error, f.last_stable_offset, f.high_watermark], "end": end})
+    assert before[0] == before[1] == first, f"with the transaction open at {first}: LATEST/LSO/HW {before}"
+    assert err == NONE and low == cut, f"DeleteRecords to {cut} answered error {err}, low watermark {low}"
+    assert after[0] == after[1] == cut, (
+        f"after DeleteRecords to {cut}, past the open transaction's first offset {first}, read_committed LATEST / "
+        f"Fetch LSO are {after[0]} / {after[1]}; Kafka: the log start {cut} (never below it)")
+    assert f.error == NONE and f.last_stable_offset == cut, (
+        f"a read_committed Fetch at the log start {cut} answered error {f.error}, LSO {f.last_stable_offset}")
+    assert end[0] == end[1] == end[2], f"after the commit LATEST/LSO/HW are {end}"
+
+
+@pytest.mark.rule("TXN-ABORTED-LIST-WROTE")
+async def test_aborted_list_only_where_written(wire: Wire, evidence: Evidence) -> None:
+    """A transaction adds partitions 0 and 1, writes only to 0, aborts. read_committed Fetches of 1 (a plain record
+    before and after its ABORT marker) list no aborted transaction of it; of 0, it is listed at its first offset."""
+    topic = await wire.create_topic(partitions=2, replication_factor=1)
+    tag = unique_name("aw")
+    await plain(wire, topic, 1, values(tag, "b0"))
+    p = await producer(wire)
+    await added(p, [(topic, 0), (topic, 1)])
+    first = await sent(p, topic, 0, values(tag, "x"))
+    await ended(p, False)
+    await settled(wire, topic, [0, 1])
+    await plain(wire, topic, 1, values(tag, "b1"))
+    f1 = await fetch_one(wire, topic, 1, 0, label="read_committed, partition without the transaction's data")
+    f0 = await fetch_one(wire, topic, 0, 0, label="read_committed, partition with the transaction's data")
+    evidence.note("aborted_lists", {"producer_id": p.producer_id, "partition_0": f0.aborted, "partition_1": f1.aborted,
+                                    "partition_1_batches": [[b.base_offset, b.producer_id, b.control]
+                                                            for b in f1.batches]})
+    assert any(b.control for b in f1.batches), f"no ABORT marker in {topic}/1: {f1.batches}"
+    assert not [a for a in f1.aborted or [] if a[0] == p.producer_id], (
+        f"a read_committed Fetch of {topic}/1, where the aborted transaction of producer {p.producer_id} wrote "
+        f"nothing, listed aborted_transactions {f1.aborted}; Kafka indexes an aborted transaction only where it "
+        f"wrote (currentTxnFirstOffset present)")
+    assert f0.aborted and (p.producer_id, first) in f0.aborted, (
+        f"the aborted transaction wrote {topic}/0 at {first}; the Fetch listed {f0.aborted}")
+    assert f1.values == values(tag, "b0", "b1")
+
+
+@pytest.mark.rule("TXN-TV2-FIRST-SEQUENCE")
+async def test_tv2_first_sequence_must_be_zero(wire: Wire, evidence: Evidence) -> None:
+    """A TV2 producer's Produce v12 starting at sequence 5 on a fresh partition: OUT_OF_ORDER_SEQUENCE_NUMBER,
+    nothing appended; at 0: appended. A classic producer's Produce v9 at sequence 5 after AddPartitionsToTxn:
+    appended (no state there: any sequence)."""
+    topic = await wire.create_topic(partitions=2, replication_factor=1)
+    tag = unique_name("fs")
+    p = await tv2_producer(wire)
+    nonzero = await p.send(topic, 0, values(tag, "five"), sequence=5, version=PRODUCE_TV2,
+                           label="Produce v12 at sequence 5, no state here")
+    zero = await p.send(topic, 0, values(tag, "zero"), version=PRODUCE_TV2, label="Produce v12 at sequence 0")
+    assert (await p.end_tv2(True))[0] == NONE
+    c = await producer(wire)
+    await added(c, [(topic, 1)])
+    classic = await c.send(topic, 1, values(tag, "classic"), sequence=5, label="Produce v9 at sequence 5")
+    await ended(c, True)
+    await settled(wire, topic, [0, 1])
+    rc = {i: await committed_values(wire, topic, i) for i in (0, 1)}
+    evidence.note("first_sequence", {"tv2_seq5": nonzero[0], "tv2_seq0": zero[0], "classic_seq5": classic[0],
+                                     "read_committed": {i: [v.decode() if v else v for v in vs]
+                                                        for i, vs in rc.items()}})
+    assert nonzero[0] == OUT_OF_ORDER_SEQUENCE_NUMBER, (
+        f"a TV2 Produce v12 at sequence 5 where the producer has no batch answered {nonzero[0]}; Kafka 4.4: "
+        f"OUT_OF_ORDER_SEQUENCE_NUMBER ({OUT_OF_ORDER_SEQUENCE_NUMBER})")
+    assert zero[0] == NONE and rc[0] == values(tag, "zero"), f"then sequence 0 answered {zero[0]}; rc {rc[0]}"
+    assert classic[0] == NONE and rc[1] == values(tag, "classic"), (
+        f"a classic Produce v9 at sequence 5 with no state answered {classic[0]} (rc {rc[1]}); Kafka: NONE")
+
+
+rule("TXN-MARKER-COORDINATOR-EPOCH", "a partition leader refuses a transaction marker whose coordinator epoch is "
+     "older than the one of the producer's last marker there with TRANSACTION_COORDINATOR_FENCED, and it completes "
+     "nothing: a zombie coordinator's marker never ends the producer's open transaction",
+     "KIP-98; ProducerAppendInfo.checkCoordinatorEpoch (updatedEntry.coordinatorEpoch > marker coordinatorEpoch → "
+     "TransactionCoordinatorFencedException for origin COORDINATOR); ProducerStateEntry.update (coordinator epoch "
+     "of each marker)", SUITE)
+
+
+@pytest.mark.rule("TXN-MARKER-COORDINATOR-EPOCH")
+async def test_zombie_coordinator_marker_refused(wire: Wire, evidence: Evidence) -> None:
+    """T1 committed by the coordinator (its marker carries coordinator epoch c); T2 open. A COMMIT marker (v1, the
+    producer's epoch) with coordinator epoch c - 1 is TRANSACTION_COORDINATOR_FENCED and T2 stays open; T2 aborts
+    through the coordinator and stays invisible."""
+    if serves_write_txn_markers(wire) < 1:
+        pytest.skip("the target does not serve WriteTxnMarkers to clients")
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    tag = unique_name("zc")
+    p = await producer(wire)
+    await added(p, [(topic, 0)])
+    await sent(p, topic, 0, values(tag, "t1"))
+    await ended(p, True)
+    await settled(wire, topic, [0])
+    m_epoch, coord = await marker_epochs(wire, topic)
+    await added(p, [(topic, 0)])
+    t2_first = await sent(p, topic, 0, values(tag, "t2"))
+    leader = await p.leader(topic, 0)
+    zombie = await write_txn_marker(leader, p.producer_id, m_epoch, coord - 1, True, [(topic, 0)], version=1,
+                                    label="COMMIT marker of an older coordinator epoch")
+    after = await rc_latest(wire, topic, 0)
+    rc_after = await committed_values(wire, topic, 0)
+    await ended(p, False)
+    await settled(wire, topic, [0])
+    rc = await committed_values(wire, topic, 0)
+    evidence.note("zombie_marker", {"marker_epoch": m_epoch, "coordinator_epoch": coord, "t2_first": t2_first,
+                                    "zombie_marker": zombie[(topic, 0)], "after_rc_latest_lso_hw": after,
+                                    "read_committed_after": [v.decode() if v else v for v in rc_after],
+                                    "read_committed_end": [v.decode() if v else v for v in rc]})
+    assert zombie[(topic, 0)] == TRANSACTION_COORDINATOR_FENCED, (
+        f"a marker with coordinator epoch {coord - 1}, older than the {coord} of the producer's last marker, "
+        f"answered {zombie[(topic, 0)]}; Kafka: TRANSACTION_COORDINATOR_FENCED ({TRANSACTION_COORDINATOR_FENCED})")
+    assert after[0] == after[1] == t2_first and rc_after == values(tag, "t1"), (
+        f"after the refused marker T2 must stay open: LATEST/LSO/HW {after} (want LSO {t2_first}), read_committed "
+        f"{rc_after}")
+    assert rc == values(tag, "t1"), f"T2 was aborted; read_committed returned {rc}"

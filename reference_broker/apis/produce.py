@@ -30,6 +30,15 @@ Behavior:
   INVALID_TXN_STATE for these produce versions (v3–v10), a fenced epoch INVALID_PRODUCER_EPOCH, a coordinator that
   cannot answer yet (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...) NOT_ENOUGH_REPLICAS so old clients retry.
   Control batches from clients are INVALID_RECORD (LogValidator: clients may not write control records).
+- Transactional checks of the whole request, before anything else (``request_refusal``): a transactional batch in a
+  request without a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition
+  (KafkaApis.handleProduceRequest: hasTransactionalRecords and no transactional id); transactional batches of more
+  than one producer id are INVALID_PRODUCER_ID_MAPPING for every partition (ReplicaManager.handleProduceAppend:
+  "Transactional records contained more than one producer ID"). Either is an orphan transactional batch no
+  coordinator will ever end, the LSO stuck below it for ever (a hanging transaction, what KIP-890 prevents). With
+  acks=0 the connection is closed instead (ProduceRequest.getErrorResponse has no answer for acks=0). A
+  non-transactional batch from a producer whose transaction is open in that partition is INVALID_TXN_STATE (the
+  log's producer state, ProducerAppendInfo.appendDataBatch).
 - v10 (KIP-951: current leader / node endpoints, tagged; not filled), v11 (KIP-890: TRANSACTION_ABORTABLE reaches
   the client as it is, AddPartitionsToTxnManager genericErrorSupported), v12 (KIP-890 part 2, transaction version 2,
   the ``addPartition`` operation): the leader does not ask whether the partition is in the transaction, it adds it
@@ -135,6 +144,10 @@ async def verify_transactional(b, req, batches: dict[tuple[str, int], B.BatchHea
     if not todo:
         return {}
     h = batches[todo[0]]
+    for tp in todo:                  # maybeStartTransactionVerificationForPartition: the verification state entry
+        p = b.partition(*tp)
+        if p is not None:
+            p.log.producer_state.start_verification(batches[tp].producer_id, batches[tp].base_sequence, add)
     answers = await b.verify_txn(req.transactional_id, h.producer_id, h.producer_epoch, todo, add=add)
     waited = 0.0
     while add and CONCURRENT_TRANSACTIONS in answers.values() and waited < ADD_RETRY_MAX_S:
@@ -155,10 +168,57 @@ async def verify_transactional(b, req, batches: dict[tuple[str, int], B.BatchHea
     return out
 
 
+def _first_batch_header(records) -> B.BatchHeader | None:
+    """The header of a partition's first v2 batch, unvalidated (RequestUtils.hasTransactionalRecords looks only
+    at each partition's first batch); None when there is no complete v2 header."""
+    data = bytes(records or b"")
+    if len(data) < B.HEADER_SIZE or data[B.MAGIC] != 2:
+        return None
+    try:
+        return B.parse_header(data)
+    except (B.InvalidBatch, ValueError):
+        return None
+
+
+PID_MAPPING_MESSAGE = "Transactional records contained more than one producer ID"   # Kafka 4.4.0's, answered
+
+
+def request_refusal(req) -> int:
+    """The error every partition of the request gets before any append, or 0: transactional batches without a
+    transactional id (KafkaApis.handleProduceRequest, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) or from more than one
+    producer id (ReplicaManager.handleProduceAppend, INVALID_PRODUCER_ID_MAPPING). Kafka counts the producer ids
+    only of partitions that passed their own checks; here of every partition whose first batch is transactional."""
+    heads = [_first_batch_header(pd.records) for td in req.topic_data for pd in td.partition_data]
+    txn = [h for h in heads if h is not None and h.is_transactional]
+    if not txn:
+        return 0
+    if req.transactional_id is None:
+        return E.TransactionalIdAuthorizationFailedError.errno
+    if len({h.producer_id for h in txn}) > 1:
+        return E.InvalidProducerIdMappingError.errno
+    return 0
+
+
+def refused_response(req, err: int):
+    """ProduceRequest.getErrorResponse: ``err`` for every partition of the request, with the exception's message
+    (none for TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka 4.4.0 answers); acks=0 gets no answer, the
+    connection is closed (RequestHandlerHelper.sendErrorOrCloseConnection)."""
+    if req.acks == 0:
+        raise CloseConnection(f"acks=0 produce refused with error {err}")
+    msg = PID_MAPPING_MESSAGE if err == E.InvalidProducerIdMappingError.errno else None
+    return ProduceResponse(responses=[TopicResp(name=td.name, partition_responses=[
+        PartResp(index=pd.index, error_code=err, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+                 record_errors=[], error_message=msg) for pd in td.partition_data]) for td in req.topic_data],
+        throttle_time_ms=0)
+
+
 @handles(ProduceRequest, ProduceResponse, VERSIONS)
 async def handle(ctx, req):
     b = ctx.broker
     acks = req.acks
+    refusal = 0 if b.faults.on("txn.produce_txn_checks_off") else request_refusal(req)
+    if refusal:
+        return refused_response(req, refusal)
     results: dict[tuple[str, int], list] = {}   # (topic, partition) -> [error, base_offset, message]
     waits = []
     checked: dict[tuple[str, int], tuple] = {}   # passed every check before the append: (partition, bytes, header)

@@ -48,6 +48,7 @@ class BatchHeader(NamedTuple):
     base_sequence: int
     records_count: int
     control_type: int = -1    # a control batch's ControlRecordType (ABORT/COMMIT) when its first record was read
+    coordinator_epoch: int = -1   # a marker's coordinator epoch (EndTransactionMarker value) when it was read
 
     @property
     def last_offset(self) -> int:
@@ -88,13 +89,14 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     if len(buf) - pos < HEADER_SIZE:
         raise InvalidBatch(f"truncated batch header: {len(buf) - pos} bytes, need {HEADER_SIZE}")
     h = _HEADER.unpack_from(buf, pos)
-    ctype = control_type(buf, pos) if h[5] & CONTROL_MASK else -1
-    return BatchHeader(h[0], h[1] + LOG_OVERHEAD, *h[2:], ctype)
+    ctype, coord = control_marker(buf, pos) if h[5] & CONTROL_MASK else (-1, -1)
+    return BatchHeader(h[0], h[1] + LOG_OVERHEAD, *h[2:], ctype, coord)
 
 
-# How many bytes past the header hold a control batch's first record key: length, attributes, timestamp delta,
-# offset delta, key length (varints of at most 5, 1, 10, 5, 5 bytes) and the key's version and type (2 + 2).
-CONTROL_PEEK = HEADER_SIZE + 5 + 1 + 10 + 5 + 5 + 4
+# How many bytes past the header hold a control batch's first record key and value: length, attributes, timestamp
+# delta, offset delta, key length (varints of at most 5, 1, 10, 5, 5 bytes), the key's version and type (2 + 2),
+# the value length (at most 5) and the value's version and coordinator epoch (2 + 4).
+CONTROL_PEEK = HEADER_SIZE + 5 + 1 + 10 + 5 + 5 + 4 + 5 + 6
 
 
 def _varint(buf, pos: int) -> tuple[int, int]:
@@ -114,9 +116,16 @@ def _varint(buf, pos: int) -> tuple[int, int]:
 def control_type(buf, pos: int = 0) -> int:
     """ControlRecordType of the control batch at ``pos`` (key: version int16, type int16); -1 when ``buf`` does not
     hold that far or the batch is compressed (Kafka never compresses control batches)."""
+    return control_marker(buf, pos)[0]
+
+
+def control_marker(buf, pos: int = 0) -> tuple[int, int]:
+    """(ControlRecordType, coordinator epoch) of the control batch at ``pos`` (key: version int16, type int16;
+    value of a COMMIT/ABORT marker: version int16, coordinator epoch int32); -1 for what ``buf`` does not hold."""
+    ctype = coord = -1
     try:
         if struct.unpack_from(">h", buf, pos + ATTRIBUTES)[0] & 0x07:
-            return -1
+            return -1, -1
         p = pos + HEADER_SIZE
         _, p = _varint(buf, p)        # record length
         p += 1                        # record attributes
@@ -124,10 +133,14 @@ def control_type(buf, pos: int = 0) -> int:
         _, p = _varint(buf, p)        # offset delta
         klen, p = _varint(buf, p)
         if klen < 4:
-            return -1
-        return struct.unpack_from(">h", buf, p + 2)[0]
+            return -1, -1
+        ctype = struct.unpack_from(">h", buf, p + 2)[0]
+        vlen, p = _varint(buf, p + klen)
+        if vlen >= 6:
+            coord = struct.unpack_from(">i", buf, p + 2)[0]
     except (IndexError, struct.error):
-        return -1
+        pass
+    return ctype, coord
 
 
 def build_control_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,

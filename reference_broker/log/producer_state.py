@@ -8,7 +8,9 @@ state the same way, or a retry after a failover or restart is appended twice (KI
 - Per producer id: the epoch and the last ``NUM_BATCHES_TO_RETAIN`` (5) batches' metadata (last sequence, last
   offset, offset delta, max timestamp), plus the coordinator epoch and the first offset of its ongoing transaction
   (KIP-98): the first transactional batch sets it, a transaction marker (control batch, COMMIT or ABORT) clears it
-  and completes the transaction (ProducerAppendInfo.appendEndTxnMarker). Completed transactions whose marker the HW
+  and completes the transaction (ProducerAppendInfo.appendEndTxnMarker). Only a transaction that wrote here
+  completes: a marker for a producer with no open transaction here (a partition that was added but got no data, or a
+  retried marker) changes the epoch only. Completed transactions whose marker the HW
   has not passed yet stay "unreplicated" (they still hold the LSO back), and aborted ones go to the aborted
   transaction index (Kafka's per-segment .txnindex; here one ``transactions.txnindex`` file per log, Kafka's
   AbortedTxn entry format) that read_committed fetches read (UnifiedLog.collectAbortedTransactions).
@@ -17,7 +19,19 @@ state the same way, or a retry after a failover or restart is appended twice (KI
 - Client appends are validated (``check_client_batch``): a duplicate of a retained batch returns that batch's
   metadata (the caller answers its original offsets); an older epoch is INVALID_PRODUCER_EPOCH; a new epoch must
   start at sequence 0; otherwise the sequence must follow the last one (wrapping at 2^31-1). A producer with no state
-  (never seen, or expired) may start at any sequence, as in Kafka.
+  (never seen, or expired) may start at any sequence, as in Kafka — except a transactional batch the leader has just
+  verified for transaction version 2 (``start_verification``, Kafka's VerificationStateEntry with supportsEpochBump),
+  which must start at 0 when the producer has no batch here (OUT_OF_ORDER_SEQUENCE_NUMBER), and one verified
+  with a lower sequence (TV1: the lowest sequence the verification saw). A non-transactional batch from a producer
+  whose transaction is open here is INVALID_TXN_STATE (ProducerAppendInfo.appendDataBatch): it would otherwise sit
+  inside the transaction and the LSO could never pass it as Kafka's consumers expect.
+- Markers a coordinator asks to write (``check_marker``, ProducerAppendInfo.checkProducerEpoch with the marker's
+  transaction version, KIP-1228/KAFKA-19999): transaction version 0/1, an epoch below the producer's is
+  INVALID_PRODUCER_EPOCH; transaction version 2 (the coordinator bumped the epoch for the marker), the epoch must be
+  above the producer's, or equal with no transaction open here (an idempotent retry of the marker just written), so a
+  delayed or duplicated marker never completes the producer's next transaction. Then checkCoordinatorEpoch: a
+  coordinator epoch below the one of the producer's last marker here is TRANSACTION_COORDINATOR_FENCED (each marker
+  records its coordinator epoch in the producer's entry, and snapshots keep it).
 - Every appended batch, leader or follower, updates the state without validation (``on_append``, Kafka's
   REPLICATION origin), and the map end offset follows the log end.
 - Snapshots: Kafka's file format (``<offset, 20 digits>.snapshot``: version 1, CRC32C, one entry per producer with
@@ -53,6 +67,8 @@ NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
+INT16_MAX = 2**15 - 1                      # the last producer epoch (Short.MAX_VALUE)
+TV2 = 2                                    # transaction version 2 (KIP-890 part 2): markers carry a bumped epoch
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 _HEAD = struct.Struct(">hIi")              # version, crc, entry count (ProducerSnapshot v1, not flexible)
@@ -225,6 +241,13 @@ class ProducerStateManager:
         self.unreplicated: list[CompletedTxn] = []    # completed, marker not yet below the HW (marker order)
         self.aborted: list[AbortedTxn] = self._read_txn_index()   # ascending by marker offset
         self.skip_markers = False        # True only while a follower appends under txn.markers_leader_only
+        # producer id -> (lowest sequence verified, transaction version 2) while the leader verifies a transactional
+        # batch with the coordinator and until it is appended (Kafka's VerificationStateEntry)
+        self.verifying: dict[int, tuple[int, bool]] = {}
+        self.fault_index_every_abort = False     # txn.abort_index_every_marker fault switch
+        self.fault_plain_in_open_txn = False     # txn.plain_batch_in_open_txn fault switch
+        self.fault_tv2_any_first_seq = False     # txn.tv2_any_first_sequence fault switch
+        self.fault_coordinator_epoch_unchecked = False   # txn.coordinator_epoch_unchecked fault switch
 
     # -- the aborted transaction index ---------------------------------------------------------------------------
 
@@ -363,14 +386,51 @@ class ProducerStateManager:
         entry = self.producers.get(h.producer_id)
         first_seq, last_seq = h.base_sequence, last_sequence(h)
         if entry is None:
+            self._check_verified_sequence(h, None)
             return None                      # unknown producer: any sequence (currentEntry epoch NO_PRODUCER_EPOCH)
         dup = entry.find_duplicate(h.producer_epoch, first_seq, last_seq, window)
         if dup is not None:
             return dup
+        self._check_sequence(h, entry, first_seq)
+        if (entry.current_txn_first_offset is not None and not h.is_transactional
+                and not self.fault_plain_in_open_txn):
+            raise ProducerStateError(E.InvalidTxnStateError.errno,
+                                     f"expected a transactional write from producer {h.producer_id}: its "
+                                     f"transaction is open here since offset {entry.current_txn_first_offset}")
+        return None
+
+    def _check_verified_sequence(self, h: B.BatchHeader, entry: ProducerStateEntry | None) -> None:
+        """ProducerAppendInfo.checkSequence's verification cases: a batch verified for transaction version 2 must
+        start at sequence 0 where the producer has no batch; one verified earlier at a lower sequence must not
+        start above it."""
+        verified = self.verifying.get(h.producer_id)
+        if verified is None or not h.is_transactional:
+            return
+        lowest, tv2 = verified
+        if (tv2 and h.base_sequence != 0 and (entry is None or not entry.batches)
+                and not self.fault_tv2_any_first_seq):
+            raise ProducerStateError(E.OutOfOrderSequenceNumberError.errno,
+                                     f"transaction version 2 producer {h.producer_id} has no batch here: its first "
+                                     f"sequence must be 0, got {h.base_sequence}")
+        if h.base_sequence > lowest:
+            raise ProducerStateError(E.OutOfOrderSequenceNumberError.errno,
+                                     f"out of order sequence for producer {h.producer_id}: {h.base_sequence} "
+                                     f"(incoming), {lowest} (earliest seen sequence)")
+
+    def start_verification(self, producer_id: int, base_sequence: int, tv2: bool) -> None:
+        """The leader asks the coordinator about this producer's first transactional batch here
+        (ProducerStateManager.maybeCreateVerificationStateEntry): remember the lowest sequence asked about."""
+        lowest, _ = self.verifying.get(producer_id, (base_sequence, tv2))
+        self.verifying[producer_id] = (min(lowest, base_sequence), tv2)
+
+    def _check_sequence(self, h: B.BatchHeader, entry: ProducerStateEntry, first_seq: int) -> None:
+        """checkProducerEpoch, then checkSequence (its verification cases first), as ProducerAppendInfo orders
+        them."""
         if h.producer_epoch < entry.epoch:
             raise ProducerStateError(E.InvalidProducerEpochError.errno,
                                      f"epoch {h.producer_epoch} of producer {h.producer_id} is older than the "
                                      f"last seen epoch {entry.epoch}")
+        self._check_verified_sequence(h, entry)
         if h.producer_epoch != entry.epoch:
             if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
                 raise ProducerStateError(E.OutOfOrderSequenceNumberError.errno,
@@ -380,7 +440,6 @@ class ProducerStateManager:
             raise ProducerStateError(E.OutOfOrderSequenceNumberError.errno,
                                      f"out of order sequence for producer {h.producer_id}: {first_seq} (incoming), "
                                      f"{entry.last_seq} (current end)")
-        return None
 
     def on_append(self, h: B.BatchHeader) -> None:
         """A batch was appended (leader, follower or replay): record it, unvalidated (REPLICATION origin)."""
@@ -392,14 +451,18 @@ class ProducerStateManager:
             if h.is_transactional and entry.current_txn_first_offset is None:
                 entry.current_txn_first_offset = h.base_offset
                 self.ongoing[h.producer_id] = h.base_offset
+            if h.is_transactional:
+                self.verifying.pop(h.producer_id, None)     # the transaction started: verification done
         elif h.producer_id >= 0 and not self.skip_markers:
             self._end_txn(h)
         self.map_end_offset = h.next_offset
 
     def _end_txn(self, h: B.BatchHeader) -> None:
-        """A transaction marker (ProducerAppendInfo.appendEndTxnMarker): the producer takes the marker's epoch, its
-        ongoing transaction (if any; else the marker alone) completes; an ABORT goes to the aborted index with the
-        LSO it leaves (the earliest other ongoing transaction, else the offset after the marker)."""
+        """A transaction marker (ProducerAppendInfo.appendEndTxnMarker): the producer takes the marker's epoch; its
+        ongoing transaction here, if any, completes, and an aborted one goes to the aborted index with the LSO it
+        leaves (the earliest other ongoing transaction, else the offset after the marker). A marker with no
+        transaction open here completes nothing (Kafka emits no CompletedTxn for it): it is neither in the index nor
+        holding the LSO."""
         entry = self.producers.get(h.producer_id)
         if entry is None:
             entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
@@ -407,10 +470,17 @@ class ProducerStateManager:
             entry.batches.clear()
             entry.epoch = h.producer_epoch
         entry.last_timestamp = h.max_timestamp
-        first = entry.current_txn_first_offset if entry.current_txn_first_offset is not None else h.base_offset
+        if h.coordinator_epoch >= 0:         # ProducerStateEntry.update: the marker's coordinator epoch
+            entry.coordinator_epoch = h.coordinator_epoch
+        first = entry.current_txn_first_offset
         entry.current_txn_first_offset = None
         self.ongoing.pop(h.producer_id, None)
+        self.verifying.pop(h.producer_id, None)
         aborted = h.control_type == B.ABORT
+        if first is None:
+            if not (aborted and self.fault_index_every_abort):
+                return
+            first = h.base_offset              # the old behaviour, under the fault switch only
         self.unreplicated.append(CompletedTxn(h.producer_id, first, h.base_offset, aborted))
         if aborted:
             lso = min(self.ongoing.values(), default=h.base_offset + 1)
@@ -418,12 +488,28 @@ class ProducerStateManager:
             self.aborted.append(a)
             self._write_txn_index([a], append=True)
 
-    def check_marker(self, producer_id: int, producer_epoch: int) -> int:
-        """A marker the coordinator asks to write: INVALID_PRODUCER_EPOCH when its epoch is older than the
-        producer's here (ProducerAppendInfo.checkProducerEpoch, origin COORDINATOR), else 0."""
+    def check_marker(self, producer_id: int, producer_epoch: int, transaction_version: int = 0,
+                     coordinator_epoch: int | None = None) -> int:
+        """A marker the coordinator asks to write (or a coordinator's transactional offset commit, version 0, no
+        coordinator epoch): the error to answer, or 0 (ProducerAppendInfo.checkProducerEpoch, then
+        checkCoordinatorEpoch, origin COORDINATOR). Transaction version 0/1: an epoch below the producer's is
+        INVALID_PRODUCER_EPOCH. Version 2 (KIP-1228): the marker's epoch must be above the producer's; an equal one
+        only when no transaction is open here (a retry of the marker just written) or at the last epoch, else a
+        delayed marker of the previous transaction would complete the current one. A coordinator epoch below the
+        one of the producer's last marker here is TRANSACTION_COORDINATOR_FENCED (a zombie coordinator)."""
         entry = self.producers.get(producer_id)
-        if entry is not None and producer_epoch < entry.epoch:
+        current = NO_PRODUCER_EPOCH if entry is None else entry.epoch
+        if transaction_version < TV2:
+            bad_epoch = producer_epoch < current
+        else:
+            bad_epoch = producer_epoch < current or (
+                producer_epoch == current and entry is not None and entry.current_txn_first_offset is not None
+                and producer_epoch != INT16_MAX)
+        if bad_epoch:
             return E.InvalidProducerEpochError.errno
+        if (coordinator_epoch is not None and entry is not None and entry.coordinator_epoch > coordinator_epoch
+                and not self.fault_coordinator_epoch_unchecked):
+            return E.TransactionCoordinatorFencedError.errno
         return 0
 
     def ongoing_first_offset(self, producer_id: int) -> int | None:

@@ -308,6 +308,18 @@ FAULTS = [
      "TXN-LIST-FILTERS", {"TXN-DESCRIBE-PRODUCERS"}),
     ("txn.describe_producers_no_txn_start", TXN, "describe_producers or list_transactions_filters",
      "TXN-DESCRIBE-PRODUCERS", {"TXN-LIST-FILTERS"}),
+    # the partition leader's side (issue 24): Produce's transactional checks, marker epochs, LSO vs log start,
+    # the aborted index, a TV2 producer's first sequence
+    ("txn.produce_txn_checks_off", TXN, "no_hanging or commit_visible", "TXN-NO-HANGING", {"TXN-COMMIT-VISIBLE"}),
+    ("txn.tv2_marker_epoch_as_tv1", TXN, "stale_marker or epoch_bumps", "TXN-MARKER-EPOCH",
+     {"TXN-TV2-EPOCH-BUMP"}),
+    ("txn.lso_below_log_start", TXN, "lso_not_below or last_stable_offset", "TXN-LSO-LOG-START", {"TXN-LSO"}),
+    ("txn.abort_index_every_marker", TXN, "aborted_list_only or never_read_committed", "TXN-ABORTED-LIST-WROTE",
+     {"TXN-READ-COMMITTED-ABORTED"}),
+    ("txn.tv2_any_first_sequence", TXN, "first_sequence_must or adds_its_partition", "TXN-TV2-FIRST-SEQUENCE",
+     {"TXN-TV2-IMPLICIT-ADD"}),
+    ("txn.coordinator_epoch_unchecked", TXN, "zombie_coordinator or stale_marker", "TXN-MARKER-COORDINATOR-EPOCH",
+     {"TXN-MARKER-EPOCH"}),
 ]
 
 
