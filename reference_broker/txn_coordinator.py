@@ -596,8 +596,10 @@ class TransactionCoordinator:
     async def _late_fence(self, m: TxnMetadata) -> None:
         """The txn.timeout_abort_unchecked fault: the abort decided above starts later, without re-checking the
         transaction (an EndTxn handled meanwhile has prepared its own end)."""
+        parts = set(m.partitions)
         await self.clock.sleep(0.5)
         m.pending = None
+        m.partitions |= parts
         await self._fence(m)
 
     # -- DescribeTransactions / ListTransactions ---------------------------------------------------------------

@@ -916,3 +916,100 @@ async def test_markers_survive_leader_failover(cluster: Cluster, evidence: Evide
         f"{last.high_watermark}); Kafka: {want} — T1 committed and T2 aborted before the failover (markers "
         f"replicated), T3 committed while {leader} was down (its marker re-sent to the new leader)")
     assert last.last_stable_offset == last.high_watermark, f"a transaction still open on {st2.leader}: {last}"
+
+
+# ------------------------------------------------------------------- coordinator transitions (issue 24)
+
+rule("TXN-TIMEOUT-RACE", "a transaction ends once: when its timeout abort and the producer's EndTxn(commit) meet, "
+     "every partition of the transaction gets the marker of the outcome EndTxn answered — COMMIT everywhere when "
+     "it answered NONE, ABORT everywhere when it was refused (the timeout won) — never both "
+     "(TransactionCoordinator.abortTimedOutTransactions skips a transaction with pendingTransitionInProgress; "
+     "TransactionMetadata.prepareTransitionTo allows one pending transition)",
+     "KIP-98; TransactionCoordinator.abortTimedOutTransactions (pendingTransitionInProgress → skip) and "
+     "endTransaction (pendingTransitionInProgress → CONCURRENT_TRANSACTIONS, epoch fenced → PRODUCER_FENCED); "
+     "TransactionMetadata.prepareTransitionTo", SUITE)
+rule("TXN-TV2-TIMEOUT-EPOCH", "a transaction of transaction version 2 opened by Produce v12 (no AddPartitionsToTxn) "
+     "and aborted by its timeout ends CompleteAbort with the producer epoch Kafka 4.4.0 gives it "
+     "(TransactionCoordinator.abortTimedOutTransactions: prepareFenceProducerEpoch, then endTransaction "
+     "isFromClient=false), and the producer is fenced",
+     "KIP-890 part 2; TransactionCoordinator.abortTimedOutTransactions (prepareFenceProducerEpoch; endTransaction "
+     "with the server's transaction version); TransactionMetadata.prepareAbortOrCommit", SUITE)
+RACE_ROUNDS, RACE_BOUND_S = 16, 120.0
+
+
+def markers_of(f: Committed, producer_id: int) -> list[bool]:
+    """The control batches of ``producer_id`` in a read_uncommitted answer: True COMMIT, False ABORT."""
+    return [bool(b.commit) for b in f.batches if b.control and b.producer_id == producer_id]
+
+
+@pytest.mark.rule("TXN-TIMEOUT-RACE")
+async def test_commit_at_the_timeout_boundary_ends_once(wire: Wire, evidence: Evidence) -> None:
+    """Rounds of one transaction each (transaction.timeout.ms 1 s, two partitions): EndTxn(commit) is sent at a
+    moment spread over the window in which the coordinator's scan aborts it (the timeout to the timeout plus one
+    scan interval), so in some rounds the commit wins and in others the abort; in every round each partition's
+    markers for the producer (read_uncommitted: the control batches) agree with the EndTxn answer."""
+    topic = await wire.create_topic(partitions=2, replication_factor=1)
+    coordinator = await txn_coordinator(wire, unique_name("probe"), within_s=FIND_WITHIN_S["s"])
+    interval = await broker_setting(coordinator, CLEANUP_INTERVAL, DEFAULT_CLEANUP_INTERVAL_MS)
+    window = ABANDON_TIMEOUT_MS / 1000, (ABANDON_TIMEOUT_MS + interval) / 1000 + 0.1
+    tag = unique_name("tr")
+    rounds: list[dict[str, Any]] = []
+    t_start = time.monotonic()
+    for i in range(RACE_ROUNDS):
+        if time.monotonic() - t_start > RACE_BOUND_S:
+            break
+        p = await producer(wire, timeout_ms=ABANDON_TIMEOUT_MS)
+        await added(p, [(topic, 0), (topic, 1)])
+        t0 = time.monotonic()
+        firsts = [await sent(p, topic, j, values(tag, f"{i}-{j}")) for j in range(2)]
+        delay = window[0] + (window[1] - window[0]) * ((i * 7) % RACE_ROUNDS) / (RACE_ROUNDS - 1)
+        await asyncio.sleep(max(0.0, delay - (time.monotonic() - t0)))
+        err = await p.end(True, retry=False)
+        got, _ = await settled(wire, topic, [0, 1], within_s=SETTLE_S + ABANDON_TIMEOUT_MS / 1000)
+        seen = {j: markers_of(await fetch_one(wire, topic, j, firsts[j], isolation=READ_UNCOMMITTED), p.producer_id)
+                for j in range(2)}
+        rounds.append({"delay_s": round(delay, 3), "end_txn": err, "markers": seen,
+                       "settled": all(f.last_stable_offset == f.high_watermark for f in got.values())})
+        want = err == NONE
+        outcomes = {m for ms in seen.values() for m in ms}
+        assert all(seen.values()) and outcomes == {want}, (
+            f"round {i}: EndTxn(commit) {delay:.2f} s after the transaction opened (timeout {ABANDON_TIMEOUT_MS} "
+            f"ms, scan every {interval} ms) answered {err}, and the partitions hold the markers (True COMMIT, False "
+            f"ABORT) {seen}; Kafka: one outcome, {'COMMIT' if want else 'ABORT'} in every partition")
+    evidence.note("rounds", rounds)
+    evidence.note("outcomes", {"committed": sum(r["end_txn"] == NONE for r in rounds),
+                               "aborted": sum(r["end_txn"] != NONE for r in rounds)})
+    assert rounds, "no round ran"
+
+
+@pytest.mark.rule("TXN-TV2-TIMEOUT-EPOCH")
+async def test_tv2_timeout_abort_epoch(wire: Wire, evidence: Evidence) -> None:
+    """A TV2 producer (epoch e from InitProducerId) opens a transaction with Produce v12 only and goes silent; the
+    timeout aborts it: DescribeTransactions shows CompleteAbort at the epoch Kafka 4.4.0 reaches, the ABORT
+    marker is in the partition, and a Produce v12 with e is INVALID_PRODUCER_EPOCH."""
+    p = await tv2_producer(wire)
+    p.timeout_ms = ABANDON_TIMEOUT_MS
+    assert await p.init() == NONE
+    e = p.epoch
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    coordinator = await txn_coordinator(wire, p.transactional_id, within_s=FIND_WITHIN_S["s"])
+    interval = await broker_setting(coordinator, CLEANUP_INTERVAL, DEFAULT_CLEANUP_INTERVAL_MS)
+    first = await sent_tv2(p, topic, 0, values(unique_name("te"), "a"))
+    got, waited = await settled(wire, topic, [0], within_s=(ABANDON_TIMEOUT_MS + interval) / 1000 + 5.0)
+    d, _ = await eventually(lambda: describe_transaction(coordinator, p.transactional_id),
+                            lambda d: d.transaction_state == "CompleteAbort", SETTLE_S, 0.1)
+    marks = markers_of(await fetch_one(wire, topic, 0, first, isolation=READ_UNCOMMITTED), p.producer_id)
+    fenced = (await p.send(topic, 0, values(unique_name("te"), "late"), version=PRODUCE_TV2,
+                           label="Produce v12 after the timeout"))[0]
+    evidence.note("timeout_abort", {"init_epoch": e, "state": d.transaction_state, "epoch": d.producer_epoch,
+                                    "producer_id": d.producer_id, "markers": marks, "produce_v12": fenced,
+                                    "waited_s": round(waited, 2)})
+    assert d.transaction_state == "CompleteAbort" and marks == [False], (
+        f"the timed-out TV2 transaction is {d.transaction_state} with markers {marks}; Kafka: CompleteAbort, one "
+        f"ABORT marker")
+    assert d.producer_epoch == e + 1, (
+        f"after the timeout abort of a TV2 transaction opened at epoch {e} the coordinator holds epoch "
+        f"{d.producer_epoch}; Kafka 4.4.0: {e + 1}")
+    assert fenced == INVALID_PRODUCER_EPOCH, (
+        f"a Produce v12 of the timed-out producer (epoch {e}) answered {fenced}; Kafka: INVALID_PRODUCER_EPOCH "
+        f"({INVALID_PRODUCER_EPOCH})")
