@@ -264,6 +264,11 @@ FAULTS: dict[str, str] = {
                              "refuses it (below min ISR) the transaction stays PrepareCommit / PrepareAbort until "
                              "the coordinator moves (Kafka: retried until the log accepts it, "
                              "TransactionMarkerChannelManager.tryAppendToLog) — breaks TXN-COMPLETE-LIVENESS",
+    "txn.markers_not_pending": "a transaction is not pending while its markers are written (only its state says "
+                               "PrepareCommit / PrepareAbort): EndTxn of the other outcome answers "
+                               "INVALID_TXN_STATE and InitProducerId with a stale producer epoch PRODUCER_FENCED "
+                               "(Kafka: prepareComplete keeps a pending transition, so both are "
+                               "CONCURRENT_TRANSACTIONS) — breaks TXN-CONCURRENT-END",
     "txn.markers_leader_only": "transaction markers take effect on the leader only: followers copy the control "
                                "batches but their producer state ignores them, so after a failover the new leader "
                                "still sees the transaction open (its LSO stuck below the committed records, aborted "

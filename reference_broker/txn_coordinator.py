@@ -531,7 +531,8 @@ class TransactionCoordinator:
         finally:
             m.pending = None
         if not err:
-            m.pending = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+            if not self.faults.on("txn.markers_not_pending"):
+                m.pending = COMPLETE_COMMIT if commit else COMPLETE_ABORT
             self._spawn(self._complete(m, commit, epoch))
         return err
 
@@ -555,6 +556,8 @@ class TransactionCoordinator:
                        2 if m.tv >= 2 else 0) for t, p in todo])
             backoff = 0.05
             attempts = 0
+            if m.pending is None:                   # the txn.markers_not_pending fault: claimed only now
+                m.pending = COMPLETE_COMMIT if commit else COMPLETE_ABORT
             while self._still_ours(m, index, coordinator_epoch):
                 done: dict[str, Any] = {"state": COMPLETE_COMMIT if commit else COMPLETE_ABORT, "partitions": set()}
                 if m.tv >= 2 and m.next_producer_id >= 0:       # prepareComplete: the rotation takes effect

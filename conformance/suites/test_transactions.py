@@ -1013,3 +1013,192 @@ async def test_tv2_timeout_abort_epoch(wire: Wire, evidence: Evidence) -> None:
     assert fenced == INVALID_PRODUCER_EPOCH, (
         f"a Produce v12 of the timed-out producer (epoch {e}) answered {fenced}; Kafka: INVALID_PRODUCER_EPOCH "
         f"({INVALID_PRODUCER_EPOCH})")
+
+
+rule("TXN-CONCURRENT-END", "while a transaction's markers are being written (PrepareCommit/PrepareAbort, the "
+     "transition to Complete* pending), EndTxn of either outcome (v4, and v5 with the epoch the producer ended "
+     "with) and InitProducerId with or without the producer's id and epoch answer CONCURRENT_TRANSACTIONS "
+     "(retriable), not INVALID_TXN_STATE or PRODUCER_FENCED",
+     "KIP-98; TransactionCoordinator.endTransaction (pendingTransitionInProgress → CONCURRENT_TRANSACTIONS before "
+     "the state table) and prepareInitProducerIdTransit (pendingTransitionInProgress first); "
+     "TransactionMetadata.prepareComplete (pending while the markers are sent)", SUITE)
+rule("TXN-COMPLETE-LIVENESS", "a transaction whose EndTxn was answered NONE reaches CompleteCommit even when "
+     "__transaction_state cannot take the Complete* record when its markers are written (ISR below "
+     "transaction.state.log.min.isr, or its leader — the coordinator — killed): once the log recovers the "
+     "coordinator (or the new one, on loading the partition) writes it, and the records are read_committed",
+     "KIP-98; TransactionMarkerChannelManager.tryAppendToLog (retried while the append fails with a retriable "
+     "error: the pending state kept); TransactionCoordinator.onElection (transactions in PrepareCommit / "
+     "PrepareAbort get their markers and completion from the new coordinator)", SUITE)
+
+
+def txn_partition(transactional_id: str, partitions: int) -> int:
+    """Kafka's partitionFor: Utils.abs(String.hashCode) % transaction.state.log.num.partitions."""
+    h = 0
+    for unit in transactional_id.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+async def coordinator_state(c: Cluster, transactional_id: str, avoid: set[int]) -> tuple[int, str, int]:
+    """(coordinator node, DescribeTransactions state, epoch) as the current coordinator answers ('' on an error)."""
+    try:
+        obs = await c.observer(avoid)
+        co = await txn_coordinator(obs, transactional_id, within_s=5.0)
+        node = next(b for b, addr in c.brokers.items() if addr == (co.conn.host, co.conn.port))
+        d = await describe_transaction(co, transactional_id)
+        return node, (d.transaction_state if d.error_code == NONE else ""), d.producer_epoch
+    except Exception:           # a coordinator moving: keep asking
+        return -1, "", -1
+
+
+@pytest.mark.requires_capability("replication", "pause_broker")
+@pytest.mark.rule("TXN-CONCURRENT-END")
+async def test_end_and_init_while_markers_pending(cluster: Cluster, evidence: Evidence) -> None:
+    """A transaction's one partition lives on X (1 replica, not the coordinator); X is paused and the transaction
+    committed (EndTxn v4), so its marker is pending: EndTxn v4 / v5 of both outcomes and InitProducerId (without,
+    with the current and with an unknown producer epoch) answer CONCURRENT_TRANSACTIONS. With transaction
+    version 2 the same for a transaction opened by Produce v12 and ended by EndTxn v5, whose retry carries the
+    epoch before the bump. X resumes, the commits complete."""
+    if len(cluster.brokers) < 3:
+        pytest.skip("needs 3 brokers")
+    p, coord = await cluster_producer(cluster)
+    x = next(b for b in sorted(cluster.brokers) if b != coord)
+    topic = await placed_topic(cluster, [x])
+    tag = unique_name("ce")
+    await added(p, [(topic, 0)])
+    await sent(p, topic, 0, values(tag, "a"))
+    tv2 = transaction_version(cluster.wire) >= 2
+    p2 = None
+    if tv2:                     # a second producer with the same coordinator (never the paused X)
+        for _ in range(50):
+            p2 = TxnProducer(cluster.wire, unique_name("txn"))
+            if await coordinator_node(cluster, p2.transactional_id) == coord:
+                break
+        assert p2 is not None and await p2.init() == NONE
+        await sent_tv2(p2, topic, 0, values(tag, "b"))
+    cluster.pause(x)
+    assert await p.end(True) == NONE, f"EndTxn commit answered an error while {x} (the partition's leader) was paused"
+    co = p.coordinator
+    assert co is not None
+    pid, e = p.producer_id, p.epoch
+    got = {
+        "EndTxn v4 commit": await p.end(True, retry=False),
+        "EndTxn v4 abort": await p.end(False, retry=False),
+        "EndTxn v5 commit": (await p.end_tv2(True, retry=False, adopt=False))[0],
+        "EndTxn v5 abort": (await p.end_tv2(False, retry=False, adopt=False))[0],
+        "InitProducerId": (await co.init_producer_id(p.transactional_id))[0],
+        "InitProducerId id+epoch": (await co.init_producer_id(p.transactional_id, producer_id=pid,
+                                                              producer_epoch=e))[0],
+        "InitProducerId id+other epoch": (await co.init_producer_id(p.transactional_id, producer_id=pid,
+                                                                    producer_epoch=e + 5))[0],
+    }
+    if p2 is not None:
+        e2 = p2.epoch
+        err, _, bumped = await p2.end_tv2(True, adopt=False)
+        assert err == NONE and bumped == e2 + 1, f"EndTxn v5 commit answered {err}, epoch {bumped}"
+        got.update({
+            "TV2 EndTxn v5 commit (retry)": (await p2.end_tv2(True, epoch=e2, retry=False, adopt=False))[0],
+            "TV2 EndTxn v5 abort (retry epoch)": (await p2.end_tv2(False, epoch=e2, retry=False, adopt=False))[0],
+            "TV2 InitProducerId": (await co.init_producer_id(p2.transactional_id))[0],
+            "TV2 InitProducerId id+epoch": (await co.init_producer_id(p2.transactional_id,
+                                                                      producer_id=p2.producer_id,
+                                                                      producer_epoch=e2 + 1))[0],
+        })
+    evidence.note("while_markers_pending", {"coordinator": coord, "paused_leader": x, "answers": got})
+    cluster.resume(x)
+    assert got == dict.fromkeys(got, CONCURRENT_TRANSACTIONS), (
+        f"while the COMMIT marker for {topic}/0 (leader {x}, paused) was pending the coordinator answered {got}; "
+        f"Kafka: CONCURRENT_TRANSACTIONS ({CONCURRENT_TRANSACTIONS}) to each")
+    lw = await cluster.to(x)
+    want = values(tag, "a", "b") if tv2 else values(tag, "a")
+    rc, _ = await eventually(lambda: committed_values(lw, topic, 0), lambda v: v == want, 30, 0.1)
+    assert rc == want, f"after {x} resumed read_committed returned {rc}"
+
+
+@pytest.mark.requires_capability("replication", "pause_broker")
+@pytest.mark.rule("TXN-COMPLETE-LIVENESS")
+async def test_complete_after_transaction_log_below_min_isr(cluster: Cluster, evidence: Evidence) -> None:
+    """The transaction's partition is on X (1 replica); X is paused and the transaction committed (X leaves the
+    ISR of the transactional id's __transaction_state partition first); then Y, the last other replica of that
+    partition, is paused until its ISR is the coordinator alone (below min ISR 2). X resumes: the marker is
+    written at once, Complete* is refused until X is back in the ISR — then CompleteCommit."""
+    if len(cluster.brokers) < 3:
+        pytest.skip("needs 3 brokers")
+    if await cluster.broker_setting("transaction.state.log.min.isr", 2) < 2:
+        pytest.skip("transaction.state.log.min.isr < 2: the transaction log is never below it")
+    n = await cluster.broker_setting("transaction.state.log.num.partitions", 50)
+    p, coord = await cluster_producer(cluster)
+    x, y = [b for b in sorted(cluster.brokers) if b != coord][:2]
+    index = txn_partition(p.transactional_id, n)
+    topic = await placed_topic(cluster, [x])
+    tag = unique_name("cl")
+    await added(p, [(topic, 0)])
+    await sent(p, topic, 0, values(tag, "a", "b"))
+    cw = await cluster.to(coord)
+    st0 = await state(cw, "__transaction_state", index)
+    assert st0.leader == coord, f"__transaction_state-{index} is led by {st0.leader}, the coordinator is {coord}"
+    cluster.pause(x)
+    t0 = time.monotonic()
+    assert await p.end(True) == NONE, f"EndTxn commit answered an error while {x} was paused"
+    cluster.pause(y)
+    st, _ = await eventually(lambda: state(cw, "__transaction_state", index), lambda s: list(s.isr) == [coord],
+                             60, 0.2)
+    assert list(st.isr) == [coord], f"__transaction_state-{index} ISR never shrank to the coordinator: {st}"
+    before = await describe_transaction(cw, p.transactional_id)
+    cluster.resume(x)
+    lw = await cluster.to(x)
+    rc, _ = await eventually(lambda: committed_values(lw, topic, 0), lambda v: v == values(tag, "a", "b"), 60, 0.1)
+    d, waited = await eventually(lambda: describe_transaction(cw, p.transactional_id),
+                                 lambda d: d.transaction_state == "CompleteCommit", 60, 0.2)
+    st2 = await state(cw, "__transaction_state", index)
+    evidence.note("complete_below_min_isr", {
+        "coordinator": coord, "partition": index, "paused": [x, y], "isr_before": list(st0.isr),
+        "isr_shrunk": list(st.isr), "state_before_resume": before.transaction_state,
+        "state_after": d.transaction_state, "isr_after": list(st2.isr), "seconds_to_complete": round(waited, 1),
+        "seconds_total": round(time.monotonic() - t0, 1)})
+    cluster.resume(y)
+    assert before.transaction_state == "PrepareCommit", (
+        f"with the marker's leader {x} paused the transaction was {before.transaction_state}; want PrepareCommit")
+    assert rc == values(tag, "a", "b"), f"after {x} resumed read_committed returned {rc}"
+    assert d.transaction_state == "CompleteCommit", (
+        f"{waited:.0f} s after {x} resumed (marker written, ISR of __transaction_state-{index} now "
+        f"{list(st2.isr)}) the transaction is {d.transaction_state}; Kafka retries Complete* until the log takes it")
+
+
+@pytest.mark.requires_capability("replication", "pause_broker", "kill_broker", "restart")
+@pytest.mark.rule("TXN-COMPLETE-LIVENESS")
+async def test_complete_after_coordinator_killed(cluster: Cluster, evidence: Evidence) -> None:
+    """The transaction's partition is on X (1 replica); X is paused and the transaction committed; then the
+    coordinator (the leader of its __transaction_state partition) is killed with the marker still pending. The
+    new coordinator loads the partition, X resumes: the transaction reaches CompleteCommit and its records are
+    read_committed."""
+    if len(cluster.brokers) < 3:
+        pytest.skip("needs 3 brokers")
+    p, coord = await cluster_producer(cluster)
+    x = next(b for b in sorted(cluster.brokers) if b != coord)
+    topic = await placed_topic(cluster, [x])
+    tag = unique_name("ck")
+    await added(p, [(topic, 0)])
+    await sent(p, topic, 0, values(tag, "a", "b"))
+    cluster.pause(x)
+    assert await p.end(True) == NONE, f"EndTxn commit answered an error while {x} was paused"
+    assert p.coordinator is not None
+    before = (await describe_transaction(p.coordinator, p.transactional_id)).transaction_state
+    t0 = time.monotonic()
+    await cluster.kill(coord)
+    moved, _ = await eventually(lambda: coordinator_state(cluster, p.transactional_id, {x}),
+                                lambda s: s[0] not in (-1, coord) and s[1] != "", 90, 0.5)
+    cluster.resume(x)
+    (node, final, _), waited = await eventually(lambda: coordinator_state(cluster, p.transactional_id, set()),
+                                                lambda s: s[1] == "CompleteCommit", 60, 0.3)
+    lw = await cluster.to(x)
+    rc, _ = await eventually(lambda: committed_values(lw, topic, 0), lambda v: v == values(tag, "a", "b"), 30, 0.1)
+    evidence.note("complete_after_kill", {"old_coordinator": coord, "new_coordinator": node, "paused": x,
+                                          "state_before_kill": before, "state_at_new": moved[1],
+                                          "state_after": final, "seconds": round(time.monotonic() - t0, 1)})
+    assert before == "PrepareCommit", f"with {x} paused the transaction was {before}; want PrepareCommit"
+    assert final == "CompleteCommit", (
+        f"{waited:.0f} s after {x} resumed the new coordinator {node} shows {final}; Kafka: the new coordinator "
+        f"finishes a PrepareCommit transaction it loads")
+    assert rc == values(tag, "a", "b"), f"after the new coordinator finished, read_committed returned {rc}"
