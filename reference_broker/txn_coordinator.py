@@ -454,9 +454,15 @@ class TransactionCoordinator:
             return err, -1, -1
         if m is None:
             return INVALID_PRODUCER_ID_MAPPING, -1, -1
-        retry_overflow = m.last_producer_id == producer_id and epoch == MAX_EPOCH - 1 and m.producer_epoch == 0
-        retry_bump = m.producer_epoch == epoch + 1 and not self.faults.on("txn.tv2_no_retry")
-        if m.state in (ONGOING, EMPTY, DEAD, PREPARE_EPOCH_FENCE):
+        # The epoch rules follow the transaction's version, not the request's (currentTxnMetadataIsAtLeast-
+        # TransactionsV2): an EndTxn v5 for a transaction begun with AddPartitionsToTxn v3 must carry its epoch.
+        meta_tv2 = m.tv >= 2 and m.pending != PREPARE_EPOCH_FENCE
+        retry_overflow = (meta_tv2 and m.last_producer_id == producer_id and epoch == MAX_EPOCH - 1
+                          and m.producer_epoch == 0)
+        retry_bump = meta_tv2 and m.producer_epoch == epoch + 1 and not self.faults.on("txn.tv2_no_retry")
+        if not meta_tv2:
+            valid = epoch == m.producer_epoch
+        elif m.state in (ONGOING, EMPTY, DEAD, PREPARE_EPOCH_FENCE):
             valid = epoch == m.producer_epoch
         elif m.state in (PREPARE_COMMIT, PREPARE_ABORT):
             valid = retry_bump
