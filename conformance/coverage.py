@@ -126,6 +126,10 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "txn.no_epoch_bump": ("TXN-TV2-EPOCH-BUMP",),
     "txn.tv2_no_retry": ("TXN-TV2-RETRY",),
     "txn.no_implicit_add": ("TXN-TV2-IMPLICIT-ADD",),
+    "txn.timeout_abort_unchecked": ("TXN-TIMEOUT-RACE",),
+    "txn.tv2_timeout_double_bump": ("TXN-TV2-TIMEOUT-EPOCH",),
+    "txn.markers_not_pending": ("TXN-CONCURRENT-END",),
+    "txn.complete_gives_up": ("TXN-COMPLETE-LIVENESS",),
 }
 
 

@@ -269,6 +269,9 @@ FAULTS: dict[str, str] = {
                                "INVALID_TXN_STATE and InitProducerId with a stale producer epoch PRODUCER_FENCED "
                                "(Kafka: prepareComplete keeps a pending transition, so both are "
                                "CONCURRENT_TRANSACTIONS) — breaks TXN-CONCURRENT-END",
+    "txn.tv2_timeout_double_bump": "the timeout abort of a transaction of transaction version 2 bumps the producer "
+                                   "epoch twice (the fence's bump and the TV2 end's), CompleteAbort at epoch + 2 "
+                                   "(Kafka 4.4.0: epoch + 1) — breaks TXN-TV2-TIMEOUT-EPOCH",
     "txn.markers_leader_only": "transaction markers take effect on the leader only: followers copy the control "
                                "batches but their producer state ignores them, so after a failover the new leader "
                                "still sees the transaction open (its LSO stuck below the committed records, aborted "

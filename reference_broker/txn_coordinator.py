@@ -351,7 +351,10 @@ class TransactionCoordinator:
         return self._fenced_abort(m)
 
     async def _fenced_abort(self, m: TxnMetadata) -> int:
-        err = await self._prepare_end(m, commit=False, claimed=True)
+        # Kafka 4.4.0 bumps once here, also for a TV2 transaction (TXN-TV2-TIMEOUT-EPOCH); the fault adds the
+        # TV2 end's own bump on top.
+        tv = 2 if m.tv >= 2 and self.faults.on("txn.tv2_timeout_double_bump") else 0
+        err = await self._prepare_end(m, commit=False, tv=tv, claimed=True)
         m.failed_fence = bool(err)
         return err
 

@@ -299,6 +299,11 @@ FAULTS = [
      {"TXN-COMMIT-VISIBLE"}),
     ("txn.no_concurrent_check", TXN, "markers_pending", "TXN-CONCURRENT", set()),
     ("txn.markers_leader_only", TXN, "leader_failover", "TXN-MARKERS-FAILOVER", set()),
+    # the coordinator's transitions (issue 24): one at a time, pending while markers are written, completion retried
+    ("txn.timeout_abort_unchecked", TXN, "timeout_boundary", "TXN-TIMEOUT-RACE", set()),
+    ("txn.tv2_timeout_double_bump", TXN, "tv2_timeout_abort_epoch", "TXN-TV2-TIMEOUT-EPOCH", set()),
+    ("txn.markers_not_pending", TXN, "end_and_init_while_markers_pending", "TXN-CONCURRENT-END", set()),
+    ("txn.complete_gives_up", TXN, "below_min_isr", "TXN-COMPLETE-LIVENESS", set()),
 ]
 
 
