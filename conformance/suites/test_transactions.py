@@ -1147,7 +1147,8 @@ async def test_complete_after_transaction_log_below_min_isr(cluster: Cluster, ev
     # log end): another transactional id of the same partition writes to it, which Y then lags behind.
     # (On a connection of its own: Kafka answers one request per connection at a time, and this one waits.)
     other = next(t for t in (unique_name("txn") for _ in range(10_000)) if txn_partition(t, n) == index)
-    side = await Wire.connect("%s:%d" % cluster.brokers[coord], evidence=evidence)
+    host, port = cluster.brokers[coord]
+    side = await Wire.connect(f"{host}:{port}", evidence=evidence)
     write = asyncio.ensure_future(side.init_producer_id(other))
     st, _ = await eventually(lambda: state(cw, "__transaction_state", index), lambda s: list(s.isr) == [coord],
                              60, 0.2)
