@@ -27,7 +27,7 @@ from .clock import Clock
 log = logging.getLogger("reference_broker.txn")
 
 TP = tuple[str, int]
-MARKER_REQUEST_TIMEOUT_S = 15.0
+MARKER_REQUEST_TIMEOUT_S = 30.0     # Kafka: request.timeout.ms for the marker channel
 LOCAL_TIMEOUT_S = 10.0
 RETRY_BACKOFF_S = (0.05, 1.0)       # first and largest pause before a retry (doubling)
 

@@ -1142,6 +1142,7 @@ async def test_complete_after_transaction_log_below_min_isr(cluster: Cluster, ev
     cluster.pause(x)
     t0 = time.monotonic()
     assert await p.end(True) == NONE, f"EndTxn commit answered an error while {x} was paused"
+    print("DBG ended", time.monotonic() - t0, flush=True)
     cluster.pause(y)
     # A caught-up follower stays in the ISR however long it is silent (Kafka: Replica.isCaughtUp at the leader's
     # log end): another transactional id of the same partition writes to it, which Y then lags behind.
@@ -1152,14 +1153,17 @@ async def test_complete_after_transaction_log_below_min_isr(cluster: Cluster, ev
     write = asyncio.ensure_future(side.init_producer_id(other))
     st, _ = await eventually(lambda: state(cw, "__transaction_state", index), lambda s: list(s.isr) == [coord],
                              60, 0.2)
+    print("DBG isr", st, time.monotonic() - t0, flush=True)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(write, 35)
+    print("DBG write", write, time.monotonic() - t0, flush=True)
     await side.close()
     assert list(st.isr) == [coord], f"__transaction_state-{index} ISR never shrank to the coordinator: {st}"
     before = await describe_transaction(cw, p.transactional_id)
     cluster.resume(x)
     lw = await cluster.to(x)
     rc, _ = await eventually(lambda: committed_values(lw, topic, 0), lambda v: v == values(tag, "a", "b"), 60, 0.1)
+    print("DBG rc", rc, time.monotonic() - t0, flush=True)
     d, waited = await eventually(lambda: describe_transaction(cw, p.transactional_id),
                                  lambda d: d.transaction_state == "CompleteCommit", 60, 0.2)
     st2 = await state(cw, "__transaction_state", index)

@@ -303,7 +303,7 @@ FAULTS = [
     ("txn.timeout_abort_unchecked", TXN, "timeout_boundary", "TXN-TIMEOUT-RACE", set()),
     ("txn.tv2_timeout_double_bump", TXN, "tv2_timeout_abort_epoch", "TXN-TV2-TIMEOUT-EPOCH", set()),
     ("txn.markers_not_pending", TXN, "end_and_init_while_markers_pending", "TXN-CONCURRENT-END", set()),
-    ("txn.complete_gives_up", TXN, "below_min_isr", "TXN-COMPLETE-LIVENESS", set()),
+    ("txn.complete_gives_up", TXN, "complete_after", "TXN-COMPLETE-LIVENESS", set()),
 ]
 
 
