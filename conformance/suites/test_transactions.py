@@ -25,8 +25,12 @@ Single broker (every target):
 - transaction version 2 (KIP-890 part 2, on targets that finalize transaction.version >= 2): every EndTxn v5 bumps
   the epoch and the old one is fenced; a retried EndTxn v5 answers the outcome it already had; a Produce v12 adds its
   partition to the transaction itself.
+- a commit at the moment the timeout aborts the transaction ends it once: the markers agree with the EndTxn answer;
+  a TV2 transaction opened by Produce v12 and timed out ends CompleteAbort at the epoch + 1.
 Replicated (a 3-broker target): CONCURRENT_TRANSACTIONS while a transaction's markers cannot be written (its
-partition's leader paused), and markers that reach a new leader after a failover, the outcome surviving it.
+partition's leader paused) — to AddPartitionsToTxn, EndTxn of either outcome and InitProducerId —, markers that
+reach a new leader after a failover, the outcome surviving it, and a transaction that completes once
+__transaction_state recovers (below min ISR, or its leader killed) after EndTxn was answered.
 
 Kafka answers EndTxn once the PrepareCommit/PrepareAbort state is durable and writes the markers afterwards, so
 "after a commit" means once the markers are in: checks wait for it (bounded), never sleep a fixed time.
