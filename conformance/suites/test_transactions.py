@@ -1211,7 +1211,7 @@ async def test_complete_after_coordinator_killed(cluster: Cluster, evidence: Evi
     cluster.resume(x)
     (node, final, _), waited = await eventually(lambda: coordinator_state(cluster, p.transactional_id, set()),
                                                 lambda s: s[0] not in (-1, coord) and s[1] == "CompleteCommit",
-                                                120, 0.5)
+                                                90, 0.5)
     lw = await cluster.to(x)
     rc, _ = await eventually(lambda: committed_values(lw, topic, 0), lambda v: v == values(tag, "a", "b"), 30, 0.1)
     evidence.note("complete_after_kill", {"old_coordinator": coord, "new_coordinator": node, "paused": x,
