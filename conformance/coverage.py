@@ -137,6 +137,10 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "txn.abort_index_every_marker": ("TXN-ABORTED-LIST-WROTE",),
     "txn.tv2_any_first_sequence": ("TXN-TV2-FIRST-SEQUENCE",),
     "txn.coordinator_epoch_unchecked": ("TXN-MARKER-COORDINATOR-EPOCH",),
+    "txn.timeout_abort_unchecked": ("TXN-TIMEOUT-RACE",),
+    "txn.tv2_timeout_double_bump": ("TXN-TV2-TIMEOUT-EPOCH",),
+    "txn.markers_not_pending": ("TXN-CONCURRENT-END",),
+    "txn.complete_gives_up": ("TXN-COMPLETE-LIVENESS",),
 }
 
 

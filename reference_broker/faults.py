@@ -254,6 +254,24 @@ FAULTS: dict[str, str] = {
                            "is appended but the partition is not added to it, so no marker ever ends it there "
                            "(Kafka: the leader adds it, AddPartitionsToTxnManager verifyOnly=false, KIP-890 part 2) "
                            "— breaks TXN-TV2-IMPLICIT-ADD",
+    "txn.timeout_abort_unchecked": "the timeout abort of a transaction starts after its decision without re-checking "
+                                   "the transaction or taking its pending state first, so an EndTxn handled "
+                                   "meanwhile prepares its own end and both complete: COMMIT and ABORT markers "
+                                   "for one transaction (Kafka: abortTimedOutTransactions checks "
+                                   "pendingTransitionInProgress under the lock, prepareTransitionTo refuses a "
+                                   "second transition) — breaks TXN-TIMEOUT-RACE",
+    "txn.complete_gives_up": "CompleteCommit / CompleteAbort is tried once after the markers: if the transaction log "
+                             "refuses it (below min ISR) the transaction stays PrepareCommit / PrepareAbort until "
+                             "the coordinator moves (Kafka: retried until the log accepts it, "
+                             "TransactionMarkerChannelManager.tryAppendToLog) — breaks TXN-COMPLETE-LIVENESS",
+    "txn.markers_not_pending": "a transaction is not pending while its markers are written (only its state says "
+                               "PrepareCommit / PrepareAbort): EndTxn of the other outcome answers "
+                               "INVALID_TXN_STATE and InitProducerId with a stale producer epoch PRODUCER_FENCED "
+                               "(Kafka: prepareComplete keeps a pending transition, so both are "
+                               "CONCURRENT_TRANSACTIONS) — breaks TXN-CONCURRENT-END",
+    "txn.tv2_timeout_double_bump": "the timeout abort of a transaction of transaction version 2 bumps the producer "
+                                   "epoch twice (the fence's bump and the TV2 end's), CompleteAbort at epoch + 2 "
+                                   "(Kafka 4.4.0: epoch + 1) — breaks TXN-TV2-TIMEOUT-EPOCH",
     "txn.markers_leader_only": "transaction markers take effect on the leader only: followers copy the control "
                                "batches but their producer state ignores them, so after a failover the new leader "
                                "still sees the transaction open (its LSO stuck below the committed records, aborted "

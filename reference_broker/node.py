@@ -27,7 +27,7 @@ from typing import Any
 from kafka import errors as E
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest
-from kafka.protocol.producer import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
+from kafka.protocol.producer import AddPartitionsToTxnRequest
 
 from .aio import cancel_and_wait
 from .client.protocol import Connection
@@ -51,7 +51,8 @@ from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import Server
 from .topic_config import topic_setting
-from .txn_coordinator import TXN_TOPIC, Marker, TransactionCoordinator
+from .txn_coordinator import TXN_TOPIC, TransactionCoordinator
+from .txn_marker_channel import Marker, TxnMarkerChannel
 
 log = logging.getLogger("reference_broker.node")
 
@@ -169,8 +170,10 @@ class BrokerNode:
         self.replicas.on_follow = self.fetchers.update
         self.groups = GroupCoordinator(config, self.clock, self.rng, self.faults,
                                        OffsetStore(self, config["offsets.topic.num.partitions"], self.clock.wall_ms))
+        self.markers = TxnMarkerChannel(self.node_id, self.clock, self._leader_of, self.write_markers,
+                                        self._marker_request)
         self.txn = TransactionCoordinator(config, self.clock, self.faults, InternalTopic(self, TXN_TOPIC),
-                                          self.next_producer_id, self.send_markers, self._offsets_partition_of)
+                                          self.next_producer_id, self.markers, self._offsets_partition_of)
         self.server = Server(self)
         # One connection per purpose, as Kafka keeps a channel per manager: the controller answers a connection's
         # requests in order, so an ISR change must not queue behind a forwarded CreateTopics that waits for
@@ -351,46 +354,13 @@ class BrokerNode:
             link = self._peer_links[key] = ControllerLink(address, f"broker-{self.node_id}-{purpose}")
         return await link.request(request, version, timeout)
 
-    async def send_markers(self, markers: list[Marker]) -> dict[tuple[str, int], int]:
-        """TransactionMarkerChannelManager: each marker to its partition's current leader, WriteTxnMarkers over the
-        broker-to-broker link (a local leader appends in-process, as Kafka's own broker would answer itself)."""
-        by_leader: dict[int, list[Marker]] = {}
-        out: dict[tuple[str, int], int] = {}
-        for m in markers:
-            st = self.image.partition(m.topic, m.partition)
-            if st is None:
-                out[(m.topic, m.partition)] = E.UnknownTopicOrPartitionError.errno
-            elif st.leader < 0:
-                out[(m.topic, m.partition)] = E.LeaderNotAvailableError.errno
-            else:
-                by_leader.setdefault(st.leader, []).append(m)
+    def _leader_of(self, topic: str, partition: int) -> int | None:
+        """The marker channel's view of a partition: its leader now (-1: none), None when it does not exist."""
+        st = self.image.partition(topic, partition)
+        return None if st is None else st.leader
 
-        async def one(leader: int, ms: list[Marker]) -> None:
-            if leader == self.node_id:
-                out.update(await self.write_markers(ms, timeout_s=10.0))
-                return
-            M = WriteTxnMarkersRequest.WritableTxnMarker
-            groups: dict[tuple, list[Marker]] = {}
-            for m in ms:
-                groups.setdefault((m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch), []).append(m)
-            req = WriteTxnMarkersRequest[1](markers=[
-                M(producer_id=pid, producer_epoch=ep, transaction_result=commit, coordinator_epoch=ce,
-                  topics=[M.WritableTxnMarkerTopic(name=t, partition_indexes=[m.partition for m in g if m.topic == t])
-                          for t in sorted({m.topic for m in g})])
-                for (pid, ep, commit, ce), g in groups.items()])
-            req._header = None
-            try:
-                resp = await self._broker_call(leader, "markers", req, 1, timeout=15.0)
-            except (OSError, TimeoutError, E.KafkaError) as e:
-                log.info("broker %d: WriteTxnMarkers to broker %d failed: %s", self.node_id, leader, e)
-                return
-            for mr in resp.markers:
-                for tr in mr.topics:
-                    for pr in tr.partitions:
-                        out[(tr.name, pr.partition_index)] = pr.error_code
-
-        await asyncio.gather(*(one(leader, ms) for leader, ms in sorted(by_leader.items())))
-        return out
+    async def _marker_request(self, broker_id: int, request: Any, version: int, timeout: float) -> Any:
+        return await self._broker_call(broker_id, "markers", request, version, timeout)
 
     async def write_markers(self, markers: list[Marker], timeout_s: float) -> dict[tuple[str, int], int]:
         """The leader's side of WriteTxnMarkers (KafkaApis.handleWriteTxnMarkersRequest): append each marker
@@ -680,6 +650,7 @@ class BrokerNode:
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
         await self.txn.close()
+        await self.markers.close()
         await self.groups.close()
         await self.fetchers.stop()
         await self.server.stop()

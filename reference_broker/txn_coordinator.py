@@ -9,7 +9,8 @@ loads the partition (the coordinator epoch is its leader epoch) and finishes tra
 States (TransactionState): Empty → Ongoing (AddPartitionsToTxn / AddOffsetsToTxn) → PrepareCommit | PrepareAbort
 (EndTxn) → CompleteCommit | CompleteAbort (after every partition got its marker) → Ongoing ... A change being
 written is ``pending`` (pendingState): requests meanwhile get CONCURRENT_TRANSACTIONS, as do InitProducerId,
-AddPartitionsToTxn and a repeated EndTxn while markers are being written (PrepareCommit / PrepareAbort).
+AddPartitionsToTxn and EndTxn (either outcome, once the producer's epoch checks passed) while markers are being
+written (PrepareCommit / PrepareAbort).
 - InitProducerId: a new transactional id gets a producer id from the broker; each later InitProducerId bumps the
   epoch (the old producer is fenced: PRODUCER_FENCED at the coordinator, INVALID_PRODUCER_EPOCH at partition
   leaders once the markers carry the new epoch); an ongoing transaction is aborted first with a bumped epoch
@@ -18,8 +19,13 @@ AddPartitionsToTxn and a repeated EndTxn while markers are being written (Prepar
   exhausted epoch (32766) rotates to a new producer id.
 - Transactions open longer than their timeout are aborted every
   transaction.abort.timed.out.transaction.cleanup.interval.ms the same way (epoch bumped: the producer is fenced).
-- Markers (WriteTxnMarkers) go to each partition's current leader through ``send_markers`` (the node: local
-  appends, or the broker-to-broker links), retried until every partition answered; then Complete* is written.
+- One transition at a time per transactional id (prepareTransitionTo): whatever decides a transition (a request,
+  the timeout timer, a partition load) takes the pending state in the same step as its checks, before any await;
+  from PrepareCommit / PrepareAbort until Complete* is written the transaction stays pending.
+- Markers (WriteTxnMarkers v2, with the transaction's version) go to each partition's current leader through the
+  marker channel (txn_marker_channel.py), retried until every partition took its marker; then Complete* is written,
+  retried until the log accepts it (below min ISR, a slow follower), unless the partition moved to another broker
+  (which finishes the transaction when it loads the partition).
 - KIP-890 part 1: ``verify`` tells a partition leader whether a partition is in the ongoing transaction.
 - KIP-890 part 2 (transaction version 2, chosen per request as Kafka chooses: EndTxn v5, and the implicit adds a
   partition leader makes for Produce v12 / TxnOffsetCommit v5): every EndTxn bumps the epoch (PrepareCommit /
@@ -32,7 +38,7 @@ AddPartitionsToTxn and a repeated EndTxn while markers are being written (Prepar
 
 Deliberate difference (GAPS.md): records are JSON, not Kafka's TransactionLogKey/Value schemas.
 Narrow inputs only: config, clock, fault switches, the partitions of ``__transaction_state`` (the same interface
-the offset store uses), a producer id allocator and a marker sender. Threading rule: the broker's event loop.
+the offset store uses), a producer id allocator and a marker writer. Threading rule: the broker's event loop.
 """
 from __future__ import annotations
 
@@ -40,9 +46,9 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Protocol
 
 from kafka import errors as E
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -52,6 +58,7 @@ from .clock import Clock, Timer
 from .config import BrokerConfig
 from .faults import Faults
 from .offset_store import AppendError, OffsetsPartitions, partition_for
+from .txn_marker_channel import Marker
 
 log = logging.getLogger("reference_broker.txn")
 
@@ -64,14 +71,14 @@ COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
 PREPARE_EPOCH_FENCE, DEAD = "PrepareEpochFence", "Dead"
 STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, PREPARE_EPOCH_FENCE, DEAD)
 
-NONE = 0
-CONCURRENT_TRANSACTIONS = 51
-INVALID_PRODUCER_ID_MAPPING = 49
-INVALID_TRANSACTION_TIMEOUT = 50
-INVALID_TXN_STATE = 48
-PRODUCER_FENCED = 90
-TRANSACTIONAL_ID_NOT_FOUND = 105
-TRANSACTION_ABORTABLE = 120
+NONE = E.NoError.errno
+CONCURRENT_TRANSACTIONS = E.ConcurrentTransactionsError.errno
+INVALID_PRODUCER_ID_MAPPING = E.InvalidProducerIdMappingError.errno
+INVALID_TRANSACTION_TIMEOUT = E.InvalidTransactionTimeoutError.errno
+INVALID_TXN_STATE = E.InvalidTxnStateError.errno
+PRODUCER_FENCED = E.ProducerFencedError.errno
+TRANSACTIONAL_ID_NOT_FOUND = E.TransactionalIdNotFoundError.errno
+TRANSACTION_ABORTABLE = E.TransactionAbortableError.errno
 MAX_EPOCH = 32767
 APPEND_TIMEOUT_S = 30.0             # Kafka appends with request.timeout.ms
 
@@ -86,20 +93,12 @@ APPEND_ERRORS = {
 }
 
 
-class Marker(NamedTuple):
-    """One WriteTxnMarkers entry for one partition."""
+class MarkerWriter(Protocol):
+    """What the coordinator needs of the marker channel (txn_marker_channel.TxnMarkerChannel)."""
 
-    topic: str
-    partition: int
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    commit: bool
-    transaction_version: int = 0     # WriteTxnMarkers v2 (KIP-1228): 2 when the marker carries a bumped epoch
+    async def write(self, key: str, markers: list[Marker]) -> None: ...
 
-
-# markers -> {(topic, partition): error} (0 written; UNKNOWN_TOPIC_OR_PARTITION: the partition is gone)
-MarkerSender = Callable[[list[Marker]], Awaitable[dict[TP, int]]]
+    def abandon(self, key: str) -> None: ...
 
 
 @dataclass
@@ -142,7 +141,7 @@ class TxnMetadata:
 
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, clock: Clock, faults: Faults, log_partitions: OffsetsPartitions,
-                 next_producer_id: Callable[[], int], send_markers: MarkerSender,
+                 next_producer_id: Callable[[], int], markers: MarkerWriter,
                  offsets_partition_for: Callable[[str], TP]) -> None:
         self.config = config
         self.clock = clock
@@ -150,7 +149,7 @@ class TransactionCoordinator:
         self.log = log_partitions
         self.n = config["transaction.state.log.num.partitions"]
         self.next_producer_id = next_producer_id
-        self.send_markers = send_markers
+        self.markers = markers
         self.offsets_partition_for = offsets_partition_for
         self.owned: dict[int, int] = {}             # __transaction_state partition -> coordinator epoch
         self.txns: dict[str, TxnMetadata] = {}
@@ -196,12 +195,15 @@ class TransactionCoordinator:
                  coordinator_epoch, len(loaded))
         for m in loaded.values():
             if m.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                self._spawn(self._complete(m, m.state == PREPARE_COMMIT, coordinator_epoch))
+                commit = m.state == PREPARE_COMMIT
+                self._claim(m, COMPLETE_COMMIT if commit else COMPLETE_ABORT)
+                self._spawn(self._complete(m, commit, coordinator_epoch))
 
     def unload_partition(self, index: int) -> None:
         self.owned.pop(index, None)
         for txn_id in [t for t in self.txns if self.partition_of(t) == index]:
             del self.txns[txn_id]
+            self.markers.abandon(txn_id)
 
     def start(self) -> None:
         interval = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
@@ -232,32 +234,46 @@ class TransactionCoordinator:
 
     # -- the log (TransactionStateManager.appendTransactionToLog) ----------------------------------------------
 
+    def _claim(self, m: TxnMetadata, state: str) -> None:
+        """prepareTransitionTo: a transition of ``m`` is decided; no other may start until it is written (or, for
+        Prepare*, until Complete* is). Taken synchronously, in the same step as the checks that decided it, so no
+        request or timer handled meanwhile sees the transaction free (TransactionMetadata.pendingState)."""
+        if m.pending is not None and not self.faults.on("txn.no_concurrent_check"):
+            raise AssertionError(f"{m.transactional_id}: {state} while {m.pending} is pending")
+        m.pending = state
+
+    async def _write(self, m: TxnMetadata, new: TxnMetadata) -> int:
+        """Claim, write and release one transition that ends with its write (InitProducerId, AddPartitions)."""
+        before = m.pending
+        self._claim(m, new.state)
+        try:
+            return await self._append(m, new)
+        finally:
+            m.pending = before
+
     async def _append(self, m: TxnMetadata, new: TxnMetadata) -> int:
-        """Write ``new`` (the transition of ``m``) and apply it once committed; 0 or the client's error."""
+        """Write ``new`` (the transition of ``m``, whose pending state the caller holds) and apply it once
+        committed; 0 or the client's error."""
         index = self.partition_of(m.transactional_id)
         epoch = self.owned.get(index)
-        m.pending = new.state
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        b.append(0, timestamp=self.clock.wall_ms(),
+                 key=json.dumps({"type": "txn", "id": m.transactional_id}, sort_keys=True).encode(),
+                 value=json.dumps(new.value()).encode(), headers=[])
         try:
-            b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                          producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-            b.append(0, timestamp=self.clock.wall_ms(),
-                     key=json.dumps({"type": "txn", "id": m.transactional_id}, sort_keys=True).encode(),
-                     value=json.dumps(new.value()).encode(), headers=[])
-            try:
-                end = self.log.append(index, bytes(b.build()))
-            except AppendError as e:
-                return APPEND_ERRORS.get(e.code, E.UnknownError.errno)
-            err = await self.log.wait_committed(index, end, APPEND_TIMEOUT_S)
-            if err:
-                return APPEND_ERRORS.get(err, E.UnknownError.errno)
-            if self.owned.get(index) != epoch or self.txns.get(m.transactional_id) is not m:
-                return E.NotCoordinatorError.errno     # the partition moved meanwhile
-            for f in dataclasses.fields(TxnMetadata):
-                if f.name not in ("pending", "failed_fence"):
-                    setattr(m, f.name, getattr(new, f.name))
-            return NONE
-        finally:
-            m.pending = None
+            end = self.log.append(index, bytes(b.build()))
+        except AppendError as e:
+            return APPEND_ERRORS.get(e.code, E.UnknownError.errno)
+        err = await self.log.wait_committed(index, end, APPEND_TIMEOUT_S)
+        if err:
+            return APPEND_ERRORS.get(err, E.UnknownError.errno)
+        if self.owned.get(index) != epoch or self.txns.get(m.transactional_id) is not m:
+            return E.NotCoordinatorError.errno     # the partition moved meanwhile
+        for f in dataclasses.fields(TxnMetadata):
+            if f.name not in ("pending", "failed_fence"):
+                setattr(m, f.name, getattr(new, f.name))
+        return NONE
 
     def _transit(self, m: TxnMetadata, **changes: Any) -> TxnMetadata:
         """The next state of ``m``; the previous producer id is the current one unless the change rotates it
@@ -285,7 +301,8 @@ class TransactionCoordinator:
         if m is None:
             m = self.txns[txn_id] = TxnMetadata(txn_id, self.next_producer_id(), timeout_ms=timeout_ms,
                                                 update_ms=self.clock.wall_ms())
-        if m.pending is not None:
+        if m.pending is not None and not (self.faults.on("txn.no_concurrent_check") and m.pending in (
+                COMPLETE_COMMIT, COMPLETE_ABORT)):
             return CONCURRENT_TRANSACTIONS, -1, -1
         if expected is not None and not (m.producer_epoch == -1 or expected[0] == m.producer_id or (
                 expected[0] == m.last_producer_id and expected[1] >= MAX_EPOCH - 1)):
@@ -297,7 +314,7 @@ class TransactionCoordinator:
             return CONCURRENT_TRANSACTIONS, -1, -1
         if state == ONGOING:
             # PrepareEpochFence: abort with a bumped epoch, never returned; the client retries and bumps again.
-            err = await self._fence_and_abort(m)
+            err = await self._fence(m)
             return (err or CONCURRENT_TRANSACTIONS), -1, -1
         no_bump = self.faults.on("txn.no_fencing") and m.producer_epoch >= 0
         if m.epoch_exhausted and (expected is None or expected[1] == m.producer_epoch):
@@ -316,19 +333,28 @@ class TransactionCoordinator:
                 epoch = m.producer_epoch
             new = self._transit(m, producer_epoch=epoch, last_producer_epoch=last, timeout_ms=timeout_ms,
                                 state=EMPTY, partitions=set(), start_ms=-1)
-        err = await self._append(m, new)
+        err = await self._write(m, new)
         if err:
             return err, -1, -1
         log.info("txn coordinator: initialised %r: producer %d epoch %d", txn_id, m.producer_id, m.producer_epoch)
         return NONE, m.producer_id, m.producer_epoch
 
-    async def _fence_and_abort(self, m: TxnMetadata) -> int:
-        """prepareFenceProducerEpoch + endTransaction(ABORT, isFromClient=false): the epoch goes up first (not again
-        after a failed fence write), so the markers fence the producer at every partition leader."""
+    def _fence(self, m: TxnMetadata) -> Coroutine[Any, Any, int]:
+        """prepareFenceProducerEpoch + endTransaction(ABORT, isFromClient=false), decided now: the pending state is
+        taken and the epoch goes up (not again after a failed fence write) before this returns, so the old producer
+        is fenced at once and nothing else starts a transition; the returned coroutine writes PrepareAbort (the
+        markers then fence the producer at every partition leader)."""
+        self._claim(m, PREPARE_EPOCH_FENCE)
         if not (self.faults.on("txn.no_fencing") or m.failed_fence):
             m.producer_epoch = min(m.producer_epoch + 1, MAX_EPOCH)
         m.last_producer_epoch = -1
-        err = await self._prepare_end(m, commit=False)
+        return self._fenced_abort(m)
+
+    async def _fenced_abort(self, m: TxnMetadata) -> int:
+        # Kafka 4.4.0 bumps once here, also for a TV2 transaction (TXN-TV2-TIMEOUT-EPOCH); the fault adds the
+        # TV2 end's own bump on top.
+        tv = 2 if m.tv >= 2 and self.faults.on("txn.tv2_timeout_double_bump") else 0
+        err = await self._prepare_end(m, commit=False, tv=tv, claimed=True)
         m.failed_fence = bool(err)
         return err
 
@@ -353,10 +379,17 @@ class TransactionCoordinator:
             err = CONCURRENT_TRANSACTIONS
         return err, m
 
+    def _markers_pending_ignored(self, m: TxnMetadata | None) -> bool:
+        """The txn.no_concurrent_check fault: a transaction whose markers are being written looks complete."""
+        return (m is not None and self.faults.on("txn.no_concurrent_check") and m.state in (PREPARE_COMMIT,
+                PREPARE_ABORT) and m.pending in (COMPLETE_COMMIT, COMPLETE_ABORT))
+
     async def add_partitions(self, txn_id: str, producer_id: int, epoch: int, tps: set[TP], tv: int = 0) -> int:
         """handleAddPartitionsToTransaction: the partitions join the transaction (it starts if none is open).
         ``tv`` 2: an implicit add by a partition leader for Produce v12 / TxnOffsetCommit v5 (KIP-890 part 2)."""
         err, m = self._changeable(txn_id, producer_id, epoch)
+        if err == CONCURRENT_TRANSACTIONS and self._markers_pending_ignored(m):
+            err = NONE
         if err:
             return err
         assert m is not None
@@ -367,8 +400,8 @@ class TransactionCoordinator:
         start = self.clock.wall_ms() if m.state != ONGOING else m.start_ms
         if self.faults.on("txn.no_implicit_add") and tv >= 2:
             tps = set()                       # the fault: the leader's add leaves the partition out
-        return await self._append(m, self._transit(m, state=ONGOING, partitions=m.partitions | tps, start_ms=start,
-                                                   tv=tv))
+        return await self._write(m, self._transit(m, state=ONGOING, partitions=m.partitions | tps, start_ms=start,
+                                                  tv=tv))
 
     async def add_offsets(self, txn_id: str, producer_id: int, epoch: int, group_id: str) -> int:
         """handleAddOffsetsToTransaction: the group's __consumer_offsets partition joins the transaction."""
@@ -424,9 +457,15 @@ class TransactionCoordinator:
             return err, -1, -1
         if m is None:
             return INVALID_PRODUCER_ID_MAPPING, -1, -1
-        retry_overflow = m.last_producer_id == producer_id and epoch == MAX_EPOCH - 1 and m.producer_epoch == 0
-        retry_bump = m.producer_epoch == epoch + 1 and not self.faults.on("txn.tv2_no_retry")
-        if m.state in (ONGOING, EMPTY, DEAD, PREPARE_EPOCH_FENCE):
+        # The epoch rules follow the transaction's version, not the request's (currentTxnMetadataIsAtLeast-
+        # TransactionsV2): an EndTxn v5 for a transaction begun with AddPartitionsToTxn v3 must carry its epoch.
+        meta_tv2 = m.tv >= 2 and m.pending != PREPARE_EPOCH_FENCE
+        retry_overflow = (meta_tv2 and m.last_producer_id == producer_id and epoch == MAX_EPOCH - 1
+                          and m.producer_epoch == 0)
+        retry_bump = meta_tv2 and m.producer_epoch == epoch + 1 and not self.faults.on("txn.tv2_no_retry")
+        if not meta_tv2:
+            valid = epoch == m.producer_epoch
+        elif m.state in (ONGOING, EMPTY, DEAD, PREPARE_EPOCH_FENCE):
             valid = epoch == m.producer_epoch
         elif m.state in (PREPARE_COMMIT, PREPARE_ABORT):
             valid = retry_bump
@@ -470,13 +509,21 @@ class TransactionCoordinator:
             return NONE, m.next_producer_id, 0
         return NONE, m.producer_id, m.producer_epoch
 
-    async def _prepare_end(self, m: TxnMetadata, commit: bool, tv: int = 0, empty: bool = False) -> int:
+    async def _prepare_end(self, m: TxnMetadata, commit: bool, tv: int = 0, empty: bool = False,
+                           claimed: bool = False) -> int:
         """PrepareCommit / PrepareAbort (prepareAbortOrCommit). With ``tv`` 2 the epoch goes up by one (the markers
         carry it) and an exhausted epoch gets the next producer id for the completion; ``empty``: an abort with no
-        partition (noPartitionAdded: the start time is now)."""
+        partition (noPartitionAdded: the start time is now). ``claimed``: the caller took the pending state (an
+        epoch fence); otherwise it is taken here, before the first await. Once written, the transaction stays
+        pending (Complete*) while its markers are written (prepareComplete), and the completion is started."""
         index = self.partition_of(m.transactional_id)
         epoch = self.owned.get(index, -1)
-        changes: dict[str, Any] = {"state": PREPARE_COMMIT if commit else PREPARE_ABORT}
+        state = PREPARE_COMMIT if commit else PREPARE_ABORT
+        if claimed:
+            m.pending = state
+        else:
+            self._claim(m, state)
+        changes: dict[str, Any] = {"state": state}
         if tv >= 2:
             changes["tv"] = tv
             if not self.faults.on("txn.no_epoch_bump"):
@@ -487,45 +534,61 @@ class TransactionCoordinator:
         if empty:
             changes["partitions"] = set()
             changes["start_ms"] = self.clock.wall_ms()
-        err = await self._append(m, self._transit(m, **changes))
+        err = NONE
+        try:
+            err = await self._append(m, self._transit(m, **changes))
+        finally:
+            m.pending = None
         if not err:
+            if not self.faults.on("txn.markers_not_pending"):
+                m.pending = COMPLETE_COMMIT if commit else COMPLETE_ABORT
             self._spawn(self._complete(m, commit, epoch))
         return err
 
+    def _still_ours(self, m: TxnMetadata, index: int, coordinator_epoch: int) -> bool:
+        return self.owned.get(index) == coordinator_epoch and self.txns.get(m.transactional_id) is m
+
     async def _complete(self, m: TxnMetadata, commit: bool, coordinator_epoch: int) -> None:
-        """Write the markers to every partition of the transaction (retrying until each leader took its marker),
-        then CompleteCommit / CompleteAbort (TransactionMarkerChannelManager + tryAppendToLog)."""
+        """Write the markers to every partition of the transaction through the marker channel (it retries until
+        each leader took its marker), then CompleteCommit / CompleteAbort, retried until the transaction log
+        accepts it (TransactionMarkerChannelManager.tryAppendToLog): the transaction stays pending meanwhile.
+        It ends early only when this broker no longer coordinates the transaction (the new coordinator finishes
+        it when it loads the partition)."""
         index = self.partition_of(m.transactional_id)
-        marker_commit = commit or self.faults.on("txn.abort_as_commit")
-        todo = sorted(m.partitions)
-        if commit and self.faults.on("txn.commit_first_partition_only"):
-            todo = todo[:1]
-        backoff = 0.05
-        while todo:
-            if self.owned.get(index) != coordinator_epoch or self.txns.get(m.transactional_id) is not m:
-                return                        # another coordinator finishes it
-            markers = [Marker(t, p, m.producer_id, m.producer_epoch, coordinator_epoch, marker_commit)
-                       for t, p in todo]
-            try:
-                answers = await self.send_markers(markers)
-            except Exception as e:            # a link failed: retry (Kafka's channel manager re-enqueues)
-                log.info("txn coordinator: markers for %r failed: %s", m.transactional_id, e)
-                answers = {}
-            todo = [tp for tp in todo if answers.get(tp, -1) not in (NONE, E.UnknownTopicOrPartitionError.errno)]
-            if todo:
-                await self.clock.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-        for _attempt in range(20):
-            if self.owned.get(index) != coordinator_epoch or self.txns.get(m.transactional_id) is not m:
-                return
-            if m.pending is None:
+        try:
+            marker_commit = commit or self.faults.on("txn.abort_as_commit")
+            todo = sorted(m.partitions)
+            if commit and self.faults.on("txn.commit_first_partition_only"):
+                todo = todo[:1]
+            await self.markers.write(m.transactional_id, [
+                Marker(t, p, m.producer_id, m.producer_epoch, coordinator_epoch, marker_commit,
+                       2 if m.tv >= 2 else 0) for t, p in todo])
+            backoff = 0.05
+            attempts = 0
+            if m.pending is None:                   # the txn.markers_not_pending fault: claimed only now
+                m.pending = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+            while self._still_ours(m, index, coordinator_epoch):
                 done: dict[str, Any] = {"state": COMPLETE_COMMIT if commit else COMPLETE_ABORT, "partitions": set()}
                 if m.tv >= 2 and m.next_producer_id >= 0:       # prepareComplete: the rotation takes effect
                     done.update(producer_id=m.next_producer_id, producer_epoch=0, next_producer_id=-1)
                 err = await self._append(m, self._transit(m, **done))
+                attempts += 1
                 if err in (NONE, E.NotCoordinatorError.errno):
+                    if not err:
+                        m.failed_fence = False
                     return
-            await self.clock.sleep(0.2)
+                if self.faults.on("txn.complete_gives_up"):
+                    log.info("txn coordinator: %s of %r failed (%d): given up (fault)", done["state"],
+                             m.transactional_id, err)
+                    return
+                if attempts in (1, 10) or attempts % 100 == 0:
+                    log.info("txn coordinator: %s of %r failed (%d), attempt %d: retrying", done["state"],
+                             m.transactional_id, err, attempts)
+                await self.clock.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+        finally:
+            if m.pending in (COMPLETE_COMMIT, COMPLETE_ABORT):
+                m.pending = None
 
     # -- timeouts (abortTimedOutTransactions) ------------------------------------------------------------------
 
@@ -537,7 +600,19 @@ class TransactionCoordinator:
             if m.state == ONGOING and m.pending is None and m.start_ms + m.timeout_ms < now:
                 log.info("txn coordinator: aborting %r (open %d ms, timeout %d ms)", m.transactional_id,
                          now - m.start_ms, m.timeout_ms)
-                self._spawn(self._fence_and_abort(m))
+                if self.faults.on("txn.timeout_abort_unchecked"):
+                    self._spawn(self._late_fence(m))
+                else:
+                    self._spawn(self._fence(m))
+
+    async def _late_fence(self, m: TxnMetadata) -> None:
+        """The txn.timeout_abort_unchecked fault: the abort decided above starts later, without re-checking the
+        transaction (an EndTxn handled meanwhile has prepared its own end)."""
+        parts = set(m.partitions)
+        await self.clock.sleep(0.5)
+        m.pending = None
+        m.partitions |= parts
+        await self._fence(m)
 
     # -- DescribeTransactions / ListTransactions ---------------------------------------------------------------
 

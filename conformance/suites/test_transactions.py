@@ -25,8 +25,12 @@ Single broker (every target):
 - transaction version 2 (KIP-890 part 2, on targets that finalize transaction.version >= 2): every EndTxn v5 bumps
   the epoch and the old one is fenced; a retried EndTxn v5 answers the outcome it already had; a Produce v12 adds its
   partition to the transaction itself.
+- a commit at the moment the timeout aborts the transaction ends it once: the markers agree with the EndTxn answer;
+  a TV2 transaction opened by Produce v12 and timed out ends CompleteAbort at the epoch + 1.
 Replicated (a 3-broker target): CONCURRENT_TRANSACTIONS while a transaction's markers cannot be written (its
-partition's leader paused), and markers that reach a new leader after a failover, the outcome surviving it.
+partition's leader paused) — to AddPartitionsToTxn, EndTxn of either outcome and InitProducerId —, markers that
+reach a new leader after a failover, the outcome surviving it, and a transaction that completes once
+__transaction_state recovers (below min ISR, or its leader killed) after EndTxn was answered.
 
 Kafka answers EndTxn once the PrepareCommit/PrepareAbort state is durable and writes the markers afterwards, so
 "after a commit" means once the markers are in: checks wait for it (bounded), never sleep a fixed time.
@@ -1538,3 +1542,304 @@ async def test_zombie_coordinator_marker_refused(wire: Wire, evidence: Evidence)
         f"after the refused marker T2 must stay open: LATEST/LSO/HW {after} (want LSO {t2_first}), read_committed "
         f"{rc_after}")
     assert rc == values(tag, "t1"), f"T2 was aborted; read_committed returned {rc}"
+# ------------------------------------------------------------------- coordinator transitions (issue 24)
+
+rule("TXN-TIMEOUT-RACE", "a transaction ends once: when its timeout abort and the producer's EndTxn(commit) meet, "
+     "every partition of the transaction gets the marker of the outcome EndTxn answered — COMMIT everywhere when "
+     "it answered NONE, ABORT everywhere when it was refused (the timeout won) — never both "
+     "(TransactionCoordinator.abortTimedOutTransactions skips a transaction with pendingTransitionInProgress; "
+     "TransactionMetadata.prepareTransitionTo allows one pending transition)",
+     "KIP-98; TransactionCoordinator.abortTimedOutTransactions (pendingTransitionInProgress → skip) and "
+     "endTransaction (pendingTransitionInProgress → CONCURRENT_TRANSACTIONS, epoch fenced → PRODUCER_FENCED); "
+     "TransactionMetadata.prepareTransitionTo", SUITE)
+rule("TXN-TV2-TIMEOUT-EPOCH", "a transaction of transaction version 2 opened by Produce v12 (no AddPartitionsToTxn) "
+     "and aborted by its timeout ends CompleteAbort with the producer epoch Kafka 4.4.0 gives it "
+     "(TransactionCoordinator.abortTimedOutTransactions: prepareFenceProducerEpoch, then endTransaction "
+     "isFromClient=false), and the producer is fenced",
+     "KIP-890 part 2; TransactionCoordinator.abortTimedOutTransactions (prepareFenceProducerEpoch; endTransaction "
+     "with the server's transaction version); TransactionMetadata.prepareAbortOrCommit", SUITE)
+RACE_ROUNDS, RACE_BOUND_S = 16, 120.0
+
+
+def markers_of(f: Committed, producer_id: int) -> list[bool]:
+    """The control batches of ``producer_id`` in a read_uncommitted answer: True COMMIT, False ABORT."""
+    return [bool(b.commit) for b in f.batches if b.control and b.producer_id == producer_id]
+
+
+@pytest.mark.rule("TXN-TIMEOUT-RACE")
+async def test_commit_at_the_timeout_boundary_ends_once(wire: Wire, evidence: Evidence) -> None:
+    """Rounds of one transaction each (transaction.timeout.ms 1 s, two partitions): EndTxn(commit) is sent at a
+    moment spread over the window in which the coordinator's scan aborts it (the timeout to the timeout plus one
+    scan interval), so in some rounds the commit wins and in others the abort; in every round each partition's
+    markers for the producer (read_uncommitted: the control batches) agree with the EndTxn answer."""
+    topic = await wire.create_topic(partitions=2, replication_factor=1)
+    coordinator = await txn_coordinator(wire, unique_name("probe"), within_s=FIND_WITHIN_S["s"])
+    interval = await broker_setting(coordinator, CLEANUP_INTERVAL, DEFAULT_CLEANUP_INTERVAL_MS)
+    window = ABANDON_TIMEOUT_MS / 1000, (ABANDON_TIMEOUT_MS + interval) / 1000 + 0.1
+    tag = unique_name("tr")
+    rounds: list[dict[str, Any]] = []
+    t_start = time.monotonic()
+    for i in range(RACE_ROUNDS):
+        if time.monotonic() - t_start > RACE_BOUND_S:
+            break
+        p = await producer(wire, timeout_ms=ABANDON_TIMEOUT_MS)
+        await added(p, [(topic, 0), (topic, 1)])
+        t0 = time.monotonic()
+        firsts = [await sent(p, topic, j, values(tag, f"{i}-{j}")) for j in range(2)]
+        delay = window[0] + (window[1] - window[0]) * ((i * 7) % RACE_ROUNDS) / (RACE_ROUNDS - 1)
+        await asyncio.sleep(max(0.0, delay - (time.monotonic() - t0)))
+        err = await p.end(True, retry=False)
+        got, _ = await settled(wire, topic, [0, 1], within_s=SETTLE_S + ABANDON_TIMEOUT_MS / 1000)
+        seen = {j: markers_of(await fetch_one(wire, topic, j, firsts[j], isolation=READ_UNCOMMITTED), p.producer_id)
+                for j in range(2)}
+        rounds.append({"delay_s": round(delay, 3), "end_txn": err, "markers": seen,
+                       "settled": all(f.last_stable_offset == f.high_watermark for f in got.values())})
+        want = err == NONE
+        outcomes = {m for ms in seen.values() for m in ms}
+        assert all(seen.values()) and outcomes == {want}, (
+            f"round {i}: EndTxn(commit) {delay:.2f} s after the transaction opened (timeout {ABANDON_TIMEOUT_MS} "
+            f"ms, scan every {interval} ms) answered {err}, and the partitions hold the markers (True COMMIT, False "
+            f"ABORT) {seen}; Kafka: one outcome, {'COMMIT' if want else 'ABORT'} in every partition")
+    evidence.note("rounds", rounds)
+    evidence.note("outcomes", {"committed": sum(r["end_txn"] == NONE for r in rounds),
+                               "aborted": sum(r["end_txn"] != NONE for r in rounds)})
+    assert rounds, "no round ran"
+
+
+@pytest.mark.rule("TXN-TV2-TIMEOUT-EPOCH")
+async def test_tv2_timeout_abort_epoch(wire: Wire, evidence: Evidence) -> None:
+    """A TV2 producer (epoch e from InitProducerId) opens a transaction with Produce v12 only and goes silent; the
+    timeout aborts it: DescribeTransactions shows CompleteAbort at the epoch Kafka 4.4.0 reaches, the ABORT
+    marker is in the partition, and a Produce v12 with e is INVALID_PRODUCER_EPOCH."""
+    p = await tv2_producer(wire)
+    p.timeout_ms = ABANDON_TIMEOUT_MS
+    assert await p.init() == NONE
+    e = p.epoch
+    topic = await wire.create_topic(partitions=1, replication_factor=1)
+    coordinator = await txn_coordinator(wire, p.transactional_id, within_s=FIND_WITHIN_S["s"])
+    interval = await broker_setting(coordinator, CLEANUP_INTERVAL, DEFAULT_CLEANUP_INTERVAL_MS)
+    first = await sent_tv2(p, topic, 0, values(unique_name("te"), "a"))
+    got, waited = await settled(wire, topic, [0], within_s=(ABANDON_TIMEOUT_MS + interval) / 1000 + 5.0)
+    d, _ = await eventually(lambda: describe_transaction(coordinator, p.transactional_id),
+                            lambda d: d.transaction_state == "CompleteAbort", SETTLE_S, 0.1)
+    marks = markers_of(await fetch_one(wire, topic, 0, first, isolation=READ_UNCOMMITTED), p.producer_id)
+    fenced = (await p.send(topic, 0, values(unique_name("te"), "late"), version=PRODUCE_TV2,
+                           label="Produce v12 after the timeout"))[0]
+    evidence.note("timeout_abort", {"init_epoch": e, "state": d.transaction_state, "epoch": d.producer_epoch,
+                                    "producer_id": d.producer_id, "markers": marks, "produce_v12": fenced,
+                                    "waited_s": round(waited, 2)})
+    assert d.transaction_state == "CompleteAbort" and marks == [False], (
+        f"the timed-out TV2 transaction is {d.transaction_state} with markers {marks}; Kafka: CompleteAbort, one "
+        f"ABORT marker")
+    assert d.producer_epoch == e + 1, (
+        f"after the timeout abort of a TV2 transaction opened at epoch {e} the coordinator holds epoch "
+        f"{d.producer_epoch}; Kafka 4.4.0: {e + 1}")
+    assert fenced == INVALID_PRODUCER_EPOCH, (
+        f"a Produce v12 of the timed-out producer (epoch {e}) answered {fenced}; Kafka: INVALID_PRODUCER_EPOCH "
+        f"({INVALID_PRODUCER_EPOCH})")
+
+
+rule("TXN-CONCURRENT-END", "while a transaction's markers are being written (PrepareCommit/PrepareAbort, the "
+     "transition to Complete* pending), EndTxn of either outcome (v4, and v5 with the epoch the producer ended "
+     "with) and InitProducerId with or without the producer's id and epoch answer CONCURRENT_TRANSACTIONS "
+     "(retriable), not INVALID_TXN_STATE or PRODUCER_FENCED",
+     "KIP-98; TransactionCoordinator.endTransaction (pendingTransitionInProgress → CONCURRENT_TRANSACTIONS before "
+     "the state table) and prepareInitProducerIdTransit (pendingTransitionInProgress first); "
+     "TransactionMetadata.prepareComplete (pending while the markers are sent)", SUITE)
+rule("TXN-COMPLETE-LIVENESS", "a transaction whose EndTxn was answered NONE reaches CompleteCommit even when "
+     "__transaction_state cannot take the Complete* record when its markers are written (ISR below "
+     "transaction.state.log.min.isr, or its leader — the coordinator — killed): once the log recovers the "
+     "coordinator (or the new one, on loading the partition) writes it, and the records are read_committed",
+     "KIP-98; TransactionMarkerChannelManager.tryAppendToLog (retried while the append fails with a retriable "
+     "error: the pending state kept); TransactionCoordinator.onElection (transactions in PrepareCommit / "
+     "PrepareAbort get their markers and completion from the new coordinator)", SUITE)
+
+
+def txn_partition(transactional_id: str, partitions: int) -> int:
+    """Kafka's partitionFor: Utils.abs(String.hashCode) % transaction.state.log.num.partitions."""
+    h = 0
+    for unit in transactional_id.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+async def coordinator_state(c: Cluster, transactional_id: str, avoid: set[int]) -> tuple[int, str, int]:
+    """(coordinator node, DescribeTransactions state, epoch) as the current coordinator answers ('' on an error)."""
+    try:
+        obs = await c.observer(avoid)
+        co = await txn_coordinator(obs, transactional_id, within_s=5.0)
+        node = next(b for b, addr in c.brokers.items() if addr == (co.conn.host, co.conn.port))
+        d = await describe_transaction(co, transactional_id)
+        return node, (d.transaction_state if d.error_code == NONE else ""), d.producer_epoch
+    except Exception:           # a coordinator moving: keep asking
+        return -1, "", -1
+
+
+@pytest.mark.requires_capability("replication", "pause_broker")
+@pytest.mark.rule("TXN-CONCURRENT-END")
+async def test_end_and_init_while_markers_pending(cluster: Cluster, evidence: Evidence) -> None:
+    """A transaction's one partition lives on X (1 replica, not the coordinator); X is paused and the transaction
+    committed (EndTxn v4), so its marker is pending: EndTxn v4 / v5 of both outcomes and InitProducerId (without,
+    with the current and with an unknown producer epoch) answer CONCURRENT_TRANSACTIONS. With transaction
+    version 2 the same for a transaction opened by Produce v12 and ended by EndTxn v5, whose retry carries the
+    epoch before the bump. X resumes, the commits complete."""
+    if len(cluster.brokers) < 3:
+        pytest.skip("needs 3 brokers")
+    p, coord = await cluster_producer(cluster)
+    x = next(b for b in sorted(cluster.brokers) if b != coord)
+    topic = await placed_topic(cluster, [x])
+    tag = unique_name("ce")
+    await added(p, [(topic, 0)])
+    await sent(p, topic, 0, values(tag, "a"))
+    tv2 = transaction_version(cluster.wire) >= 2
+    p2 = None
+    if tv2:                     # a second producer with the same coordinator (never the paused X)
+        for _ in range(50):
+            p2 = TxnProducer(cluster.wire, unique_name("txn"))
+            if await coordinator_node(cluster, p2.transactional_id) == coord:
+                break
+        assert p2 is not None and await p2.init() == NONE
+        await sent_tv2(p2, topic, 0, values(tag, "b"))
+    cluster.pause(x)
+    assert await p.end(True) == NONE, f"EndTxn commit answered an error while {x} (the partition's leader) was paused"
+    co = p.coordinator
+    assert co is not None
+    pid, e = p.producer_id, p.epoch
+    got = {
+        "EndTxn v4 commit": await p.end(True, retry=False),
+        "EndTxn v4 abort": await p.end(False, retry=False),
+        "EndTxn v5 commit": (await p.end_tv2(True, retry=False, adopt=False))[0],
+        "EndTxn v5 abort": (await p.end_tv2(False, retry=False, adopt=False))[0],
+        "InitProducerId": (await co.init_producer_id(p.transactional_id))[0],
+        "InitProducerId id+epoch": (await co.init_producer_id(p.transactional_id, producer_id=pid,
+                                                              producer_epoch=e))[0],
+        "InitProducerId id+other epoch": (await co.init_producer_id(p.transactional_id, producer_id=pid,
+                                                                    producer_epoch=e + 5))[0],
+    }
+    if p2 is not None:
+        e2 = p2.epoch
+        err, _, bumped = await p2.end_tv2(True, adopt=False)
+        assert err == NONE and bumped == e2 + 1, f"EndTxn v5 commit answered {err}, epoch {bumped}"
+        got.update({
+            "TV2 EndTxn v5 commit (retry)": (await p2.end_tv2(True, epoch=e2, retry=False, adopt=False))[0],
+            "TV2 EndTxn v5 abort (retry epoch)": (await p2.end_tv2(False, epoch=e2, retry=False, adopt=False))[0],
+            "TV2 InitProducerId": (await co.init_producer_id(p2.transactional_id))[0],
+        })
+        # Recorded, not checked: Kafka 4.4.0 answered CONCURRENT_TRANSACTIONS in one run and NONE in another to
+        # InitProducerId with the TV2 producer's id and bumped epoch while its marker was pending.
+        evidence.note("tv2_init_with_bumped_epoch", (await co.init_producer_id(
+            p2.transactional_id, producer_id=p2.producer_id, producer_epoch=e2 + 1))[0])
+    evidence.note("while_markers_pending", {"coordinator": coord, "paused_leader": x, "answers": got})
+    cluster.resume(x)
+    assert got == dict.fromkeys(got, CONCURRENT_TRANSACTIONS), (
+        f"while the COMMIT marker for {topic}/0 (leader {x}, paused) was pending the coordinator answered {got}; "
+        f"Kafka: CONCURRENT_TRANSACTIONS ({CONCURRENT_TRANSACTIONS}) to each")
+    lw = await cluster.to(x)
+    want = values(tag, "a", "b") if tv2 else values(tag, "a")
+    rc, _ = await eventually(lambda: committed_values(lw, topic, 0), lambda v: v == want, 30, 0.1)
+    assert rc == want, f"after {x} resumed read_committed returned {rc}"
+
+
+@pytest.mark.requires_capability("replication", "pause_broker")
+@pytest.mark.rule("TXN-COMPLETE-LIVENESS")
+@pytest.mark.timeout(300)
+async def test_complete_after_transaction_log_below_min_isr(cluster: Cluster, evidence: Evidence) -> None:
+    """The transaction's partition is on X (1 replica); X is paused and the transaction committed (X leaves the
+    ISR of the transactional id's __transaction_state partition first); then Y, the last other replica of that
+    partition, is paused (and a write to the partition put it behind) until its ISR is the coordinator alone
+    (below min ISR 2). X resumes: the marker is
+    written at once, Complete* is refused until X is back in the ISR — then CompleteCommit."""
+    if len(cluster.brokers) < 3:
+        pytest.skip("needs 3 brokers")
+    if await cluster.broker_setting("transaction.state.log.min.isr", 2) < 2:
+        pytest.skip("transaction.state.log.min.isr < 2: the transaction log is never below it")
+    n = await cluster.broker_setting("transaction.state.log.num.partitions", 50)
+    p, coord = await cluster_producer(cluster)
+    x, y = [b for b in sorted(cluster.brokers) if b != coord][:2]
+    index = txn_partition(p.transactional_id, n)
+    topic = await placed_topic(cluster, [x])
+    tag = unique_name("cl")
+    await added(p, [(topic, 0)])
+    await sent(p, topic, 0, values(tag, "a", "b"))
+    cw = await cluster.to(coord)
+    st0 = await state(cw, "__transaction_state", index)
+    assert st0.leader == coord, f"__transaction_state-{index} is led by {st0.leader}, the coordinator is {coord}"
+    cluster.pause(x)
+    t0 = time.monotonic()
+    assert await p.end(True) == NONE, f"EndTxn commit answered an error while {x} was paused"
+    cluster.pause(y)
+    # A caught-up follower stays in the ISR however long it is silent (Kafka: Replica.isCaughtUp at the leader's
+    # log end): another transactional id of the same partition writes to it, which Y then lags behind.
+    # (On a connection of its own: Kafka answers one request per connection at a time, and this one waits.)
+    other = next(t for t in (unique_name("txn") for _ in range(10_000)) if txn_partition(t, n) == index)
+    host, port = cluster.brokers[coord]
+    side = await Wire.connect(f"{host}:{port}", evidence=evidence)
+    write = asyncio.ensure_future(side.init_producer_id(other))
+    # Kafka 4.4.0's leader logged the shrink to itself after the lag time, but its Metadata answer kept listing Y
+    # (KIP-966: Y moved to the ELR) for a minute: the reference's ISR is checked, Kafka's waited for (3 × lag).
+    lag_s = await cluster.lag_ms() / 1000
+    t_write = time.monotonic()
+    st, _ = await eventually(lambda: state(cw, "__transaction_state", index),
+                             lambda s: list(s.isr) == [coord] or time.monotonic() - t_write > 3 * lag_s, 60, 0.2)
+    write.cancel()
+    with contextlib.suppress(BaseException):
+        await write
+    await side.close()
+    assert coord in st.isr and x not in st.isr, f"__transaction_state-{index}: {st}"
+    before = await describe_transaction(cw, p.transactional_id)
+    cluster.resume(x)
+    lw = await cluster.to(x)
+    rc, _ = await eventually(lambda: committed_values(lw, topic, 0), lambda v: v == values(tag, "a", "b"), 60, 0.1)
+    d, waited = await eventually(lambda: describe_transaction(cw, p.transactional_id),
+                                 lambda d: d.transaction_state == "CompleteCommit", 60, 0.2)
+    st2 = await state(cw, "__transaction_state", index)
+    evidence.note("complete_below_min_isr", {
+        "coordinator": coord, "partition": index, "paused": [x, y], "isr_before": list(st0.isr),
+        "isr_shrunk": list(st.isr), "state_before_resume": before.transaction_state,
+        "state_after": d.transaction_state, "isr_after": list(st2.isr), "seconds_to_complete": round(waited, 1),
+        "seconds_total": round(time.monotonic() - t0, 1)})
+    cluster.resume(y)
+    assert before.transaction_state == "PrepareCommit", (
+        f"with the marker's leader {x} paused the transaction was {before.transaction_state}; want PrepareCommit")
+    assert rc == values(tag, "a", "b"), f"after {x} resumed read_committed returned {rc}"
+    assert d.transaction_state == "CompleteCommit", (
+        f"{waited:.0f} s after {x} resumed (marker written, ISR of __transaction_state-{index} now "
+        f"{list(st2.isr)}) the transaction is {d.transaction_state}; Kafka retries Complete* until the log takes it")
+
+
+@pytest.mark.requires_capability("replication", "pause_broker", "kill_broker", "restart")
+@pytest.mark.rule("TXN-COMPLETE-LIVENESS")
+async def test_complete_after_coordinator_killed(cluster: Cluster, evidence: Evidence) -> None:
+    """The transaction's partition is on X (1 replica); X is paused and the transaction committed; then the
+    coordinator (the leader of its __transaction_state partition) is killed with the marker still pending and X
+    resumed. Another broker becomes the coordinator, loads the partition and finishes the transaction:
+    CompleteCommit there, its records read_committed."""
+    if len(cluster.brokers) < 3:
+        pytest.skip("needs 3 brokers")
+    p, coord = await cluster_producer(cluster)
+    x = next(b for b in sorted(cluster.brokers) if b != coord)
+    topic = await placed_topic(cluster, [x])
+    tag = unique_name("ck")
+    await added(p, [(topic, 0)])
+    await sent(p, topic, 0, values(tag, "a", "b"))
+    cluster.pause(x)
+    assert await p.end(True) == NONE, f"EndTxn commit answered an error while {x} was paused"
+    assert p.coordinator is not None
+    before = (await describe_transaction(p.coordinator, p.transactional_id)).transaction_state
+    t0 = time.monotonic()
+    await cluster.kill(coord)
+    cluster.resume(x)
+    (node, final, _), waited = await eventually(lambda: coordinator_state(cluster, p.transactional_id, set()),
+                                                lambda s: s[0] not in (-1, coord) and s[1] == "CompleteCommit",
+                                                90, 0.5)
+    lw = await cluster.to(x)
+    rc, _ = await eventually(lambda: committed_values(lw, topic, 0), lambda v: v == values(tag, "a", "b"), 30, 0.1)
+    evidence.note("complete_after_kill", {"old_coordinator": coord, "new_coordinator": node, "paused": x,
+                                          "state_before_kill": before,
+                                          "state_after": final, "seconds": round(time.monotonic() - t0, 1)})
+    assert before == "PrepareCommit", f"with {x} paused the transaction was {before}; want PrepareCommit"
+    assert final == "CompleteCommit", (
+        f"{waited:.0f} s after {x} resumed the new coordinator {node} shows {final}; Kafka: the new coordinator "
+        f"finishes a PrepareCommit transaction it loads")
+    assert rc == values(tag, "a", "b"), f"after the new coordinator finished, read_committed returned {rc}"

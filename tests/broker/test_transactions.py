@@ -540,3 +540,183 @@ def test_outcome_survives_coordinator_kill(tmp_path: Path):
     with ReferenceTarget({"memory": "true", "brokers": "3", **SMALL, "kafka.broker.session.timeout.ms": "3000"},
                          work_dir=tmp_path) as t:
         asyncio.run(run(t))
+
+
+# ------------------------------------------------------------------ the coordinator's transitions, step by step
+# These drive one TransactionCoordinator on the test's event loop with a ManualClock, so the order of a timer and a
+# request inside one loop pass is the test's to choose (over sockets it is a matter of microseconds). The log of
+# __transaction_state and the marker channel are stand-ins for their narrow interfaces: the log commits at once
+# (or refuses while the test says the ISR is too small), the channel records each transaction's markers and
+# writes them when the test lets it.
+
+
+class _TxnLog:
+    """``__transaction_state`` partitions in memory: appends commit after one loop step; ``refuse`` answers
+    NOT_ENOUGH_REPLICAS (an ISR below min.insync.replicas) to that many appends."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, list[bytes]] = {}
+        self.refuse = 0
+        self.refused = 0
+
+    def append(self, index: int, batch: bytes) -> int:
+        from kafka import errors as E
+
+        from reference_broker.offset_store import AppendError
+
+        if self.refuse > 0:
+            self.refuse -= 1
+            self.refused += 1
+            raise AppendError(E.NotEnoughReplicasError.errno, "ISR below min ISR")
+        self.records.setdefault(index, []).append(batch)
+        return len(self.records[index])
+
+    def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        return b"", len(self.records.get(index, []))
+
+    def log_start(self, index: int) -> int:
+        return 0
+
+    def high_watermark(self, index: int) -> int:
+        return len(self.records.get(index, []))
+
+    async def wait_committed(self, index: int, offset: int, timeout_s: float) -> int:
+        await asyncio.sleep(0)
+        return 0
+
+
+class _Markers:
+    """The marker channel's interface: records every transaction's markers; ``hold`` keeps them unwritten."""
+
+    def __init__(self) -> None:
+        self.sent: list = []
+        self.hold = asyncio.Event()
+        self.hold.set()
+
+    async def write(self, key: str, markers: list) -> None:
+        await self.hold.wait()
+        self.sent += markers
+
+    def abandon(self, key: str) -> None:
+        pass
+
+
+def _coordinator(log: _TxnLog, markers: _Markers, faults: tuple[str, ...] = ()):
+    from reference_broker.clock import ManualClock
+
+    class Clock(ManualClock):
+        async def sleep(self, delay_s: float) -> None:      # wakes when the test advances the clock past it
+            f = asyncio.get_running_loop().create_future()
+            self.call_later(delay_s, lambda: f.done() or f.set_result(None))
+            await f
+
+    from reference_broker.config import BrokerConfig
+    from reference_broker.faults import Faults
+    from reference_broker.txn_coordinator import TransactionCoordinator
+
+    ids = iter(range(1000, 2000))
+    c = TransactionCoordinator(BrokerConfig({"transaction.state.log.num.partitions": 1}), Clock(),
+                               Faults(faults), log, lambda: next(ids), markers, lambda g: ("__consumer_offsets", 0))
+    c.owned[0] = 0
+    return c
+
+
+async def _settle(c, txn_id: str, within: int = 2000) -> None:
+    """Let the coordinator's tasks run until the transaction is neither pending nor preparing."""
+    for _ in range(within):
+        m = c.txns[txn_id]
+        if m.pending is None and m.state not in ("PrepareCommit", "PrepareAbort"):
+            return
+        await asyncio.sleep(0)
+        c.clock.advance(0.05)
+
+
+async def _open(c, txn_id: str, timeout_ms: int = 1000) -> tuple[int, int]:
+    err, pid, epoch = await c.init_producer_id(txn_id, timeout_ms, None)
+    assert err == 0
+    assert await c.add_partitions(txn_id, pid, epoch, {("t", 0), ("t", 1)}) == 0
+    return pid, epoch
+
+
+@pytest.mark.parametrize("tv", [0, 2])
+async def test_timeout_abort_and_end_txn_in_one_loop_pass(tv):
+    """The timer decides to abort a timed-out transaction and, in the same loop pass, the producer's EndTxn(commit)
+    is handled (issue 24, item 1). Kafka takes the pending state under the metadata lock when it decides
+    (abortTimedOutTransactions, prepareTransitionTo), so exactly one end happens: the abort, whose epoch bump
+    fences the EndTxn. Before: the EndTxn answered NONE and wrote PrepareCommit, then the abort wrote PrepareAbort
+    at epoch + 1 — COMMIT and ABORT markers for one transaction."""
+    log, markers = _TxnLog(), _Markers()
+    c = _coordinator(log, markers)
+    pid, epoch = await _open(c, "race")
+    c.clock.advance(2.0)                        # past the 1 s timeout
+    c.abort_timed_out()                         # decides; its write has not started
+    err, _, _ = await c.end_txn("race", pid, epoch, True, tv=tv)
+    await _settle(c, "race")
+    m = c.txns["race"]
+    outcomes = {mk.commit for mk in markers.sent}
+    assert err != 0, f"EndTxn(commit) answered NONE although the timeout abort was decided first ({m.state})"
+    assert outcomes == {False} and len(markers.sent) == 2, (
+        f"markers {markers.sent}: one transaction got {'COMMIT and ABORT' if len(outcomes) > 1 else outcomes}")
+    assert m.state == "CompleteAbort" and m.producer_epoch == epoch + 1, (m.state, m.producer_epoch)
+
+
+async def test_timeout_abort_skips_a_transaction_with_a_pending_end():
+    """EndTxn first, the timer in the same pass: the transaction is pending (PrepareCommit being written), so the
+    timer leaves it alone (abortTimedOutTransactions: pendingTransitionInProgress) and the commit completes."""
+    log, markers = _TxnLog(), _Markers()
+    c = _coordinator(log, markers)
+    pid, epoch = await _open(c, "race2")
+    c.clock.advance(2.0)
+    end = asyncio.ensure_future(c.end_txn("race2", pid, epoch, True))
+    await asyncio.sleep(0)                      # EndTxn took the pending state and is writing PrepareCommit
+    c.abort_timed_out()
+    assert (await end)[0] == 0
+    await _settle(c, "race2")
+    assert {mk.commit for mk in markers.sent} == {True}, markers.sent
+    assert c.txns["race2"].state == "CompleteCommit"
+
+
+async def test_complete_retried_until_the_log_accepts_it():
+    """Complete* refused 60 times (the transaction log below min ISR for a while) after the markers: the coordinator
+    keeps retrying with the transaction pending, as TransactionMarkerChannelManager.tryAppendToLog does, and
+    completes once the log takes it (issue 24, item 4; before: it gave up after 20 tries, PrepareCommit for good)."""
+    log, markers = _TxnLog(), _Markers()
+    c = _coordinator(log, markers)
+    pid, epoch = await _open(c, "live")
+    markers.hold.clear()
+    assert (await c.end_txn("live", pid, epoch, True))[0] == 0
+    log.refuse = 60
+    markers.hold.set()
+    await _settle(c, "live", within=20000)
+    m = c.txns["live"]
+    assert log.refused == 60 and m.state == "CompleteCommit" and m.pending is None, (log.refused, m.state, m.pending)
+
+
+async def test_requests_while_markers_pending_are_concurrent():
+    """While the markers are being written the transaction is pending (prepareComplete): EndTxn of either outcome
+    (v3 and v5 with the epoch before the bump), InitProducerId with and without the producer's id and epoch, and
+    AddPartitionsToTxn answer CONCURRENT_TRANSACTIONS (TransactionCoordinator.endTransaction /
+    prepareInitProducerIdTransit check pendingTransitionInProgress before the state; issue 24, item 5). Before:
+    EndTxn of the other outcome answered INVALID_TXN_STATE, InitProducerId with a stale epoch PRODUCER_FENCED."""
+    from kafka import errors as E
+
+    cc = E.ConcurrentTransactionsError.errno
+    for tv in (0, 2):
+        log, markers = _TxnLog(), _Markers()
+        c = _coordinator(log, markers)
+        pid, epoch = await _open(c, "mp")
+        if tv:
+            c.txns["mp"].tv = 2
+        markers.hold.clear()
+        assert (await c.end_txn("mp", pid, epoch, True, tv=tv))[0] == 0
+        got = {
+            "end_commit": (await c.end_txn("mp", pid, epoch, True, tv=tv))[0],
+            "end_abort": (await c.end_txn("mp", pid, epoch, False, tv=tv))[0],
+            "init": (await c.init_producer_id("mp", 1000, None))[0],
+            "init_with_id": (await c.init_producer_id("mp", 1000, (pid, epoch)))[0],
+            "init_stale": (await c.init_producer_id("mp", 1000, (pid, max(epoch - 1, 0) if tv else epoch + 5)))[0],
+        }
+        assert got == dict.fromkeys(got, cc), f"tv {tv}: {got}"
+        markers.hold.set()
+        await _settle(c, "mp")
+        assert c.txns["mp"].state == "CompleteCommit"

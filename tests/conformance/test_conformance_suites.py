@@ -320,6 +320,11 @@ FAULTS = [
      {"TXN-TV2-IMPLICIT-ADD"}),
     ("txn.coordinator_epoch_unchecked", TXN, "zombie_coordinator or stale_marker", "TXN-MARKER-COORDINATOR-EPOCH",
      {"TXN-MARKER-EPOCH"}),
+    # the coordinator's transitions (issue 24): one at a time, pending while markers are written, completion retried
+    ("txn.timeout_abort_unchecked", TXN, "timeout_boundary", "TXN-TIMEOUT-RACE", set()),
+    ("txn.tv2_timeout_double_bump", TXN, "tv2_timeout_abort_epoch", "TXN-TV2-TIMEOUT-EPOCH", set()),
+    ("txn.markers_not_pending", TXN, "end_and_init_while_markers_pending", "TXN-CONCURRENT-END", set()),
+    ("txn.complete_gives_up", TXN, "complete_after", "TXN-COMPLETE-LIVENESS", set()),
 ]
 
 
