@@ -54,10 +54,10 @@ log = logging.getLogger("reference_broker.groups")
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 
 NONE = 0
-MEMBER_ID_REQUIRED = 79
-GROUP_ID_NOT_FOUND = 69
-NON_EMPTY_GROUP = 68
-GROUP_SUBSCRIBED_TO_TOPIC = 86
+MEMBER_ID_REQUIRED = E.MemberIdRequiredError.errno
+GROUP_ID_NOT_FOUND = E.GroupIdNotFoundError.errno
+NON_EMPTY_GROUP = E.NonEmptyGroupError.errno
+GROUP_SUBSCRIBED_TO_TOPIC = E.GroupSubscribedToTopicError.errno
 TP = tuple[str, int]
 
 def append_error(code: int) -> int:

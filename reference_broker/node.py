@@ -54,10 +54,10 @@ from .txn_coordinator import TXN_TOPIC, Marker, TransactionCoordinator
 
 log = logging.getLogger("reference_broker.node")
 
-NOT_COORDINATOR = 16
-COORDINATOR_NOT_AVAILABLE = 15
-STALE_BROKER_EPOCH = 77
-DUPLICATE_BROKER_REGISTRATION = 101
+NOT_COORDINATOR = E.NotCoordinatorError.errno
+COORDINATOR_NOT_AVAILABLE = E.CoordinatorNotAvailableError.errno
+STALE_BROKER_EPOCH = E.StaleBrokerEpochError.errno
+DUPLICATE_BROKER_REGISTRATION = E.DuplicateBrokerRegistrationError.errno
 
 
 class NodeStartError(RuntimeError):

@@ -24,7 +24,7 @@ from .partition import FetchIsolation, Partition
 TP = tuple[str, int]
 Lookup = Callable[[str, int], "Partition | None"]
 
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = E.NotEnoughReplicasAfterAppendError.errno
 
 
 class DelayedOperation:

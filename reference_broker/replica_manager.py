@@ -52,7 +52,9 @@ log = logging.getLogger("reference_broker.replica_manager")
 HW_CHECKPOINT = "replication-offset-checkpoint"
 # AlterPartition errors after which Kafka's leader waits for the metadata instead of retrying (UNKNOWN_TOPIC_OR_
 # PARTITION, INVALID_REQUEST, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, UNKNOWN_TOPIC_ID, NEW_LEADER_ELECTED).
-AWAIT_METADATA = frozenset({3, 42, 74, 95, 100, 108})
+AWAIT_METADATA = frozenset({E.UnknownTopicOrPartitionError.errno, E.InvalidRequestError.errno,
+                            E.FencedLeaderEpochError.errno, E.InvalidUpdateVersionError.errno,
+                            E.UnknownTopicIdError.errno, E.NewLeaderElectedError.errno})
 TP = tuple[str, int]
 # (partition, new ISR) -> (error, committed PartitionState or None)
 AlterIsr = Callable[[Partition, list[int]], Awaitable[tuple[int, "PartitionState | None"]]]

@@ -20,7 +20,7 @@ from ..registry import handles
 
 API_KEY = 24
 VERSIONS = (0, 5)
-OPERATION_NOT_ATTEMPTED = 55
+OPERATION_NOT_ATTEMPTED = E.OperationNotAttemptedError.errno
 
 R = AddPartitionsToTxnResponse
 TopicResult = R.AddPartitionsToTxnTopicResult

@@ -33,7 +33,7 @@ async def _stable_error(b, group_id: str, require_stable: bool) -> int:
     return append_error(err)
 
 
-UNSTABLE_OFFSET_COMMIT = 88
+UNSTABLE_OFFSET_COMMIT = E.UnstableOffsetCommitError.errno
 
 
 def _lookup(b, group_id: str, topics, stable: bool = False):

@@ -53,9 +53,9 @@ VERSIONS = (3, 12)
 
 TopicResp = ProduceResponse.TopicProduceResponse
 PartResp = TopicResp.PartitionProduceResponse
-INVALID_TXN_STATE = 48
-CONCURRENT_TRANSACTIONS = 51
-TRANSACTION_ABORTABLE = 120
+INVALID_TXN_STATE = E.InvalidTxnStateError.errno
+CONCURRENT_TRANSACTIONS = E.ConcurrentTransactionsError.errno
+TRANSACTION_ABORTABLE = E.TransactionAbortableError.errno
 ADD_RETRY_BACKOFF_S, ADD_RETRY_MAX_S = 0.02, 0.1    # add.partitions.to.txn.retry.backoff.ms / .max.ms defaults
 
 
@@ -102,13 +102,13 @@ def validate_batch(records, max_bytes: int) -> tuple[int, B.BatchHeader | None, 
 # AddPartitionsToTxnManager): retriable ones become NOT_ENOUGH_REPLICAS, a fenced producer INVALID_PRODUCER_EPOCH,
 # a partition outside the transaction INVALID_TXN_STATE (Produce v3-v10).
 VERIFY_ERRORS = {
-    51: E.NotEnoughReplicasError.errno,                        # CONCURRENT_TRANSACTIONS
+    E.ConcurrentTransactionsError.errno: E.NotEnoughReplicasError.errno,
     E.NetworkExceptionError.errno: E.NotEnoughReplicasError.errno,
     E.CoordinatorLoadInProgressError.errno: E.NotEnoughReplicasError.errno,
     E.CoordinatorNotAvailableError.errno: E.NotEnoughReplicasError.errno,
     E.NotCoordinatorError.errno: E.NotEnoughReplicasError.errno,
-    90: E.InvalidProducerEpochError.errno,                     # PRODUCER_FENCED
-    120: INVALID_TXN_STATE,                                    # TRANSACTION_ABORTABLE
+    E.ProducerFencedError.errno: E.InvalidProducerEpochError.errno,
+    E.TransactionAbortableError.errno: INVALID_TXN_STATE,
 }
 
 

@@ -26,9 +26,9 @@ from .offset_commit import metadata_too_large
 
 API_KEY = 28
 VERSIONS = (0, 5)
-TRANSACTION_ABORTABLE = 120
-PRODUCER_FENCED = 90
-CONCURRENT_TRANSACTIONS = 51
+TRANSACTION_ABORTABLE = E.TransactionAbortableError.errno
+PRODUCER_FENCED = E.ProducerFencedError.errno
+CONCURRENT_TRANSACTIONS = E.ConcurrentTransactionsError.errno
 
 TopicR = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 PartR = TopicR.TxnOffsetCommitResponsePartition
