@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 from ..txn_coordinator import STATES
 
@@ -16,7 +17,7 @@ VERSIONS = (0, 1)
 
 
 @handles(ListTransactionsRequest, ListTransactionsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     states = set(req.state_filters or [])
     unknown = sorted(s for s in states if s not in STATES)
     duration = req.duration_filter if ctx.api_version >= 1 else -1

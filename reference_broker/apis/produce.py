@@ -43,6 +43,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from ..context import BrokerContext
 from ..log import batch as B
 from ..partition import AppendOrigin
 from ..registry import CloseConnection, handles
@@ -157,7 +158,7 @@ async def verify_transactional(b, req, batches: dict[tuple[str, int], B.BatchHea
 
 
 @handles(ProduceRequest, ProduceResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     acks = req.acks
     results: dict[tuple[str, int], list] = {}   # (topic, partition) -> [error, base_offset, message]

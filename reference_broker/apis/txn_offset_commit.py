@@ -19,6 +19,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
+from ..context import BrokerContext
 from ..group_coordinator import ClassicGroup
 from ..offset_store import OFFSETS_TOPIC, OffsetAndMetadata
 from ..registry import handles
@@ -35,7 +36,7 @@ PartR = TopicR.TxnOffsetCommitResponsePartition
 
 
 @handles(TxnOffsetCommitRequest, TxnOffsetCommitResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     v = ctx.api_version
     err = await b.coordinator_error(req.group_id)

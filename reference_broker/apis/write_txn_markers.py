@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 from ..txn_coordinator import Marker
 
@@ -23,7 +24,7 @@ PartR = TopicR.WritableTxnMarkerPartitionResult
 
 
 @handles(WriteTxnMarkersRequest, WriteTxnMarkersResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     markers = [Marker(t.name, p, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result)
                for m in req.markers for t in m.topics for p in t.partition_indexes]

@@ -21,6 +21,7 @@ from collections import Counter
 from kafka import errors as E
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
+from ...context import ControllerContext
 from ...registry import CONTROLLER
 from ...topic_config import effective_topic_configs
 
@@ -32,7 +33,7 @@ Result = CreateTopicsResponse.CreatableTopicResult
 
 
 @CONTROLLER.handles(CreateTopicsRequest, CreateTopicsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
     counts = Counter(t.name for t in req.topics)
     errors = []

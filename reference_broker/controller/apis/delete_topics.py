@@ -10,6 +10,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
+from ...context import ControllerContext
 from ...registry import CONTROLLER
 
 API_KEY = 20
@@ -20,7 +21,7 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 
 
 @CONTROLLER.handles(DeleteTopicsRequest, DeleteTopicsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]

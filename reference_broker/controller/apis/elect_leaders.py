@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
+from ...context import ControllerContext
 from ...registry import CONTROLLER
 
 API_KEY = 43
@@ -20,7 +21,7 @@ PartResult = Result.PartitionResult
 
 
 @CONTROLLER.handles(ElectLeadersRequest, ElectLeadersResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
     etype = req.election_type if ctx.api_version >= 1 else 0
     if req.topic_partitions is None:

@@ -12,6 +12,7 @@ import asyncio
 from kafka import errors as E
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from ...context import ControllerContext
 from ...metadata.records import METADATA_TOPIC
 from ...registry import CONTROLLER
 
@@ -28,7 +29,7 @@ def _part(index: int, err: int, records: bytes, end: int) -> PartData:
 
 
 @CONTROLLER.handles(FetchRequest, FetchResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
     want = [(t.topic, fp) for t in req.topics for fp in t.partitions]
     if len(want) != 1 or want[0][0] != METADATA_TOPIC or want[0][1].partition != 0:
