@@ -1,8 +1,8 @@
-"""What a request handler may use: typed views of the node behind ``ctx.node`` / ``ctx.broker``.
+"""What a request handler may use: the request's context and typed views of the node behind ``ctx.node``.
 
 The server passes every handler a ``RequestContext`` whose ``node`` is the ``BrokerNode`` (client-facing APIs in
 ``apis/``) or the ``ControllerService`` (``controller/apis/``). Handlers are annotated with ``BrokerContext`` /
-``ControllerContext`` so that a reader (and a type checker, an editor's "go to definition") can follow
+``ControllerContext`` (the context over ``BrokerView`` / ``ControllerView``) so that a reader (and a type checker, an editor's "go to definition") can follow
 ``ctx.broker.txn.end_txn`` from a handler to the coordinator that serves it. These are Protocols: they name the
 part of the node a handler may reach, nothing more; ``BrokerNode`` and ``ControllerService`` satisfy them without
 naming them. Adding a use of the node in a handler means adding it here, where it is seen.
@@ -12,7 +12,8 @@ Imports below are for types only: this module must not import the node (handlers
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -89,7 +90,14 @@ class ControllerView(Protocol):
     controller: QuorumController
 
 
-class _Request(Protocol):
+N = TypeVar("N")
+
+
+@dataclass
+class RequestContext(Generic[N]):
+    """What a handler knows about the request besides its body; ``node`` is the node serving it."""
+
+    node: N
     registry: Registry
     api_key: int
     api_version: int
@@ -98,17 +106,10 @@ class _Request(Protocol):
     peer: str
     received_at: float
 
-
-class BrokerContext(_Request, Protocol):
-    """A broker handler's context (``server.RequestContext`` on a broker)."""
-
-    node: BrokerView
-
     @property
-    def broker(self) -> BrokerView: ...
+    def broker(self) -> N:
+        return self.node
 
 
-class ControllerContext(_Request, Protocol):
-    """A controller handler's context (``server.RequestContext`` on the controller)."""
-
-    node: ControllerView
+BrokerContext = RequestContext[BrokerView]            # a broker handler's context
+ControllerContext = RequestContext[ControllerView]    # a controller handler's context

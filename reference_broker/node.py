@@ -11,7 +11,9 @@ Controlled shutdown (on SIGTERM) heartbeats WantShutDown until the controller gr
 keeps serving with its last image. Admin requests that change metadata (CreateTopics, DeleteTopics, ElectLeaders,
 auto-creation) are forwarded to the controller, which answers once the live brokers applied them.
 
-Handlers in apis/ see this object (``ctx.broker``); the group coordinator and offset store see only narrow inputs.
+Handlers in apis/ see this object (``ctx.broker``) through ``context.BrokerView``, which names what they may use; the
+coordinators see only narrow inputs (their ``CoordinatorPartitionWriter``, which writes through
+``ReplicaManager.append_records``).
 Threading rule: everything runs on the node's event loop.
 """
 from __future__ import annotations
