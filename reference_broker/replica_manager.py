@@ -4,7 +4,11 @@ Apache Kafka's ``ReplicaManager`` in small: it applies metadata changes (``apply
 follower, stop and delete replicas), owns the fetch and produce purgatories (keyed by topic-partition), and is the
 one home of the read path: ``fetch_messages`` (Kafka's ``fetchMessages``) reads every fetched partition through
 ``Partition.fetch_records`` (which records a follower's fetch position), decides whether to answer now or park a
-DelayedFetch, and reads again when that completes; the Fetch handler only decodes and encodes. It shrinks the ISR
+DelayedFetch, and reads again when that completes; the Fetch handler only decodes and encodes. It is also the one
+home of the write path: ``append_records`` (Kafka's ``appendRecords``) appends every entry through
+``Partition.append_as_leader`` (``appendRecordsToLeader``: leadership and min.insync.replicas before the append,
+origin CLIENT or COORDINATOR) and waits for acks=all in the produce purgatory (DelayedProduce); Produce,
+WriteTxnMarkers and both coordinators' partition writer (``coordinator_writer.py``) all write through it. It shrinks the ISR
 of followers that lag more than replica.lag.time.max.ms (``maybeShrinkIsr`` on a timer) and expands it when they
 catch up — both through the controller with AlterPartition — and checkpoints the high watermarks
 (``replication-offset-checkpoint``) so a restart keeps them.
