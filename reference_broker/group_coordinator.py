@@ -60,6 +60,7 @@ NON_EMPTY_GROUP = E.NonEmptyGroupError.errno
 GROUP_SUBSCRIBED_TO_TOPIC = E.GroupSubscribedToTopicError.errno
 TP = tuple[str, int]
 
+
 def append_error(code: int) -> int:
     """The error a client gets for a write that failed with ``code`` (0 stays 0)."""
     return coordinator_error(code, GROUP)
