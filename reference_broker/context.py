@@ -2,7 +2,7 @@
 
 The server passes every handler a ``RequestContext`` whose ``node`` is the ``BrokerNode`` (client-facing APIs in
 ``apis/``) or the ``ControllerService`` (``controller/apis/``). Handlers are annotated with ``BrokerContext`` /
-``ControllerContext`` (the context over ``BrokerView`` / ``ControllerView``) so that a reader (and a type checker, an editor's "go to definition") can follow
+``ControllerContext`` (the context over ``BrokerView`` here / ``controller.context.ControllerView``) so that a reader (and a type checker, an editor's "go to definition") can follow
 ``ctx.broker.txn.end_txn`` from a handler to the coordinator that serves it. These are Protocols: they name the
 part of the node a handler may reach, nothing more; ``BrokerNode`` and ``ControllerService`` satisfy them without
 naming them. Adding a use of the node in a handler means adding it here, where it is seen.
@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 if TYPE_CHECKING:
     from .clock import Clock
     from .config import BrokerConfig
-    from .controller.quorum_controller import QuorumController
     from .faults import Faults
     from .group_coordinator import GroupCoordinator
     from .metadata.image import BrokerRegistration, MetadataImage, PartitionState, TopicImage
@@ -82,14 +81,6 @@ class BrokerView(Protocol):
                          add: bool = False) -> dict[tuple[str, int], int]: ...
 
 
-class ControllerView(Protocol):
-    """The controller process as controller handlers see it (implemented by ``controller.service.ControllerService``)."""
-
-    config: BrokerConfig
-    clock: Clock
-    controller: QuorumController
-
-
 N = TypeVar("N")
 
 
@@ -112,4 +103,3 @@ class RequestContext(Generic[N]):
 
 
 BrokerContext = RequestContext[BrokerView]            # a broker handler's context
-ControllerContext = RequestContext[ControllerView]    # a controller handler's context

@@ -11,8 +11,8 @@ epochs per ISR member (KIP-903, AlterPartition v3): GAPS.md.
 """
 from __future__ import annotations
 
-from ...context import ControllerContext
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 from ..messages import AlterPartitionRequest, AlterPartitionResponse
 from ..quorum_controller import STALE_BROKER_EPOCH
 

@@ -11,8 +11,8 @@ the controller's ticker.
 """
 from __future__ import annotations
 
-from ...context import ControllerContext
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 from ..messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 
 API_KEY = 63

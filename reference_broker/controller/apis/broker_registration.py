@@ -6,8 +6,8 @@ DUPLICATE_BROKER_REGISTRATION while another incarnation of the same id still has
 """
 from __future__ import annotations
 
-from ...context import ControllerContext
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 from ..messages import BrokerRegistrationRequest, BrokerRegistrationResponse
 
 API_KEY = 62

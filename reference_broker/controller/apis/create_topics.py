@@ -21,9 +21,9 @@ from collections import Counter
 from kafka import errors as E
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
-from ...context import ControllerContext
 from ...registry import CONTROLLER
 from ...topic_config import effective_topic_configs
+from ..context import ControllerContext
 
 API_KEY = 19
 VERSIONS = (2, 7)

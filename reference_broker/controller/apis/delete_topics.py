@@ -10,8 +10,8 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
-from ...context import ControllerContext
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 
 API_KEY = 20
 VERSIONS = (1, 6)

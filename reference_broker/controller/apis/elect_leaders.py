@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
-from ...context import ControllerContext
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 
 API_KEY = 43
 VERSIONS = (0, 2)

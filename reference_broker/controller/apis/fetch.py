@@ -12,9 +12,9 @@ import asyncio
 from kafka import errors as E
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from ...context import ControllerContext
 from ...metadata.records import METADATA_TOPIC
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 
 API_KEY = 1
 VERSIONS = (12, 12)
