@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka import errors as E
 from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.consumer import FetchRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
@@ -43,18 +44,18 @@ from .wire import TargetDiverged, Wire
 
 # Kafka error codes (Errors.java) the transaction checks name.
 NONE = 0
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
-CONCURRENT_TRANSACTIONS = 51
-TRANSACTION_COORDINATOR_FENCED = 52
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-UNSTABLE_OFFSET_COMMIT = 88
-PRODUCER_FENCED = 90
+COORDINATOR_LOAD_IN_PROGRESS = E.CoordinatorLoadInProgressError.errno
+COORDINATOR_NOT_AVAILABLE = E.CoordinatorNotAvailableError.errno
+NOT_COORDINATOR = E.NotCoordinatorError.errno
+INVALID_PRODUCER_EPOCH = E.InvalidProducerEpochError.errno
+INVALID_TXN_STATE = E.InvalidTxnStateError.errno
+INVALID_PRODUCER_ID_MAPPING = E.InvalidProducerIdMappingError.errno
+CONCURRENT_TRANSACTIONS = E.ConcurrentTransactionsError.errno
+UNSTABLE_OFFSET_COMMIT = E.UnstableOffsetCommitError.errno
+PRODUCER_FENCED = E.ProducerFencedError.errno
+TRANSACTION_COORDINATOR_FENCED = E.TransactionCoordinatorFencedError.errno
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = E.TransactionalIdAuthorizationFailedError.errno
+OUT_OF_ORDER_SEQUENCE_NUMBER = E.OutOfOrderSequenceNumberError.errno
 RETRIABLE_COORDINATOR = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
 TXN_COORDINATOR = 1                   # FindCoordinator key_type for a transactional id
 READ_COMMITTED, READ_UNCOMMITTED = 1, 0

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kafka import errors as E
 from kafka.errors import KafkaProtocolError
 from kafka.protocol.admin import (
     CreateTopicsRequest,
@@ -442,7 +443,8 @@ class Wire:
                 T.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=LATEST)
                 for i in sorted(indexes)])])
             r = await w.request("ListOffsets", req, record=False)
-            if any(p.error_code in (3, 5, 6) for t in r.body.topics for p in t.partitions):
+            if any(p.error_code in (E.UnknownTopicOrPartitionError.errno, E.LeaderNotAvailableError.errno,
+                                     E.NotLeaderForPartitionError.errno) for t in r.body.topics for p in t.partitions):
                 return False   # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
         return True
 
@@ -839,7 +841,7 @@ class Wire:
     async def join_new_member(self, group: str, **kw: Any) -> Any:
         """Join as a new dynamic member, answering MEMBER_ID_REQUIRED (KIP-394) with the given id."""
         body = await self.join_group(group, **kw)
-        if body.error_code == 79:
+        if body.error_code == E.MemberIdRequiredError.errno:
             body = await self.join_group(group, member_id=body.member_id, **kw)
         return body
 

@@ -47,39 +47,23 @@ from kafka import errors as E
 from .clock import Clock, Timer
 from .config import BrokerConfig
 from .faults import Faults
-from .offset_store import AppendError, OffsetAndMetadata, OffsetStore, partition_for
+from .offset_store import GROUP, AppendError, OffsetAndMetadata, OffsetStore, coordinator_error
 
 log = logging.getLogger("reference_broker.groups")
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 
 NONE = 0
-MEMBER_ID_REQUIRED = 79
-GROUP_ID_NOT_FOUND = 69
-NON_EMPTY_GROUP = 68
-GROUP_SUBSCRIBED_TO_TOPIC = 86
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+MEMBER_ID_REQUIRED = E.MemberIdRequiredError.errno
+GROUP_ID_NOT_FOUND = E.GroupIdNotFoundError.errno
+NON_EMPTY_GROUP = E.NonEmptyGroupError.errno
+GROUP_SUBSCRIBED_TO_TOPIC = E.GroupSubscribedToTopicError.errno
 TP = tuple[str, int]
-
-# How a failed or timed-out write to the offsets partition is answered (CoordinatorOperationExceptionHelper.
-# handleOperationException, GroupMetadataManager.appendGroupMetadataErrorToResponseError). Any other error is
-# answered as it is: a transactional offset commit of a fenced producer gets the log's INVALID_PRODUCER_EPOCH.
-APPEND_ERRORS = {
-    E.UnknownTopicOrPartitionError.errno: E.CoordinatorNotAvailableError.errno,
-    E.NotEnoughReplicasError.errno: E.CoordinatorNotAvailableError.errno,
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.CoordinatorNotAvailableError.errno,
-    E.RequestTimedOutError.errno: E.CoordinatorNotAvailableError.errno,
-    E.NotLeaderForPartitionError.errno: E.NotCoordinatorError.errno,
-    E.KafkaStorageError.errno: E.NotCoordinatorError.errno,
-    E.MessageSizeTooLargeError.errno: E.UnknownError.errno,
-    E.RecordListTooLargeError.errno: E.UnknownError.errno,
-    E.InvalidFetchRequestError.errno: E.UnknownError.errno,          # INVALID_FETCH_SIZE
-}
 
 
 def append_error(code: int) -> int:
     """The error a client gets for a write that failed with ``code`` (0 stays 0)."""
-    return 0 if code == 0 else APPEND_ERRORS.get(code, code)
+    return coordinator_error(code, GROUP)
 
 
 @dataclass
@@ -234,7 +218,7 @@ class GroupCoordinator:
     # -- ownership (GroupMetadataManager.loadGroupsForPartition / removeGroupsForPartition) --------------------
 
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.store.n)
+        return self.store.index_of(group_id)
 
     def owns(self, group_id: str) -> bool:
         return self.partition_of(group_id) in self.owned

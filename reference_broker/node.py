@@ -11,7 +11,9 @@ Controlled shutdown (on SIGTERM) heartbeats WantShutDown until the controller gr
 keeps serving with its last image. Admin requests that change metadata (CreateTopics, DeleteTopics, ElectLeaders,
 auto-creation) are forwarded to the controller, which answers once the live brokers applied them.
 
-Handlers in apis/ see this object (``ctx.broker``); the group coordinator and offset store see only narrow inputs.
+Handlers in apis/ see this object (``ctx.broker``) through ``context.BrokerView``, which names what they may use; the
+coordinators see only narrow inputs (their ``CoordinatorPartitionWriter``, which writes through
+``ReplicaManager.append_records``).
 Threading rule: everything runs on the node's event loop.
 """
 from __future__ import annotations
@@ -38,17 +40,16 @@ from .controller.messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
 )
+from .coordinator_writer import CoordinatorPartitionWriter
 from .datadir import DataDirError, prepare_data_dir
 from .faults import Faults
 from .group_coordinator import GroupCoordinator
-from .log import batch as B
 from .metadata.image import BrokerRegistration, Delta, MetadataImage, PartitionState, TopicImage
 from .metadata.records import METADATA_TOPIC, decode_batches
-from .offset_store import OFFSETS_TOPIC, AppendError, OffsetStore, partition_for
-from .partition import Partition
-from .purgatory import ProducePartitionStatus
+from .offset_store import GROUP, OFFSETS_TOPIC, TXN, OffsetStore
+from .partition import AppendOrigin, MarkerAppend, Partition
 from .replica_fetcher import ReplicaFetcherManager
-from .replica_manager import ReplicaManager
+from .replica_manager import AppendEntry, ReplicaManager
 from .server import Server
 from .topic_config import topic_setting
 from .txn_coordinator import TXN_TOPIC, TransactionCoordinator
@@ -56,10 +57,10 @@ from .txn_marker_channel import Marker, TxnMarkerChannel
 
 log = logging.getLogger("reference_broker.node")
 
-NOT_COORDINATOR = 16
-COORDINATOR_NOT_AVAILABLE = 15
-STALE_BROKER_EPOCH = 77
-DUPLICATE_BROKER_REGISTRATION = 101
+NOT_COORDINATOR = E.NotCoordinatorError.errno
+COORDINATOR_NOT_AVAILABLE = E.CoordinatorNotAvailableError.errno
+STALE_BROKER_EPOCH = E.StaleBrokerEpochError.errno
+DUPLICATE_BROKER_REGISTRATION = E.DuplicateBrokerRegistrationError.errno
 
 
 class NodeStartError(RuntimeError):
@@ -101,46 +102,6 @@ class ControllerLink:
                 pass
 
 
-class InternalTopic:
-    """An internal topic's partitions as a coordinator sees them (OffsetsPartitions): append as leader (acks=1
-    locally, refused below the topic's min.insync.replicas), read, and wait until the HW passes an append."""
-
-    def __init__(self, node: BrokerNode, topic: str) -> None:
-        self.node = node
-        self.topic = topic
-
-    def append(self, index: int, batch: bytes) -> int:
-        p = self.node.replicas.get(self.topic, index)
-        if p is None or not p.is_leader:
-            raise AppendError(E.NotLeaderForPartitionError.errno, f"not the leader of {self.topic}-{index}")
-        if len(p.isr) < p.effective_min_isr:
-            raise AppendError(E.NotEnoughReplicasError.errno, f"{self.topic}-{index}: ISR below min ISR")
-        res = p.append_as_leader(batch, B.parse_header(batch), self.node.clock.wall_ms())
-        if res.error:
-            raise AppendError(res.error, f"append to {self.topic}-{index} failed with error {res.error}")
-        p.log.flush()
-        return p.log.log_end_offset
-
-    def high_watermark(self, index: int) -> int:
-        p = self.node.replicas.get(self.topic, index)
-        return p.hw if p is not None else 0
-
-    async def wait_committed(self, index: int, offset: int, timeout_s: float) -> int:
-        status = ProducePartitionStatus(self.topic, index, offset)
-        await self.node.replicas.wait_replicated([status], timeout_s)
-        return status.error
-
-    def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        p = self.node.replicas.get(self.topic, index)
-        if p is None or offset >= p.log.log_end_offset:
-            return b"", offset
-        return p.log.read(offset, max_bytes, p.log.log_end_offset, True).data, p.log.log_end_offset
-
-    def log_start(self, index: int) -> int:
-        p = self.node.replicas.get(self.topic, index)
-        return p.log.log_start_offset if p is not None else 0
-
-
 class BrokerNode:
     def __init__(self, config: BrokerConfig, data_dir: Path | None, *, controller: tuple[str, int],
                  clock: Clock | None = None, seed: int | None = None, faults: Faults | None = None) -> None:
@@ -168,11 +129,16 @@ class BrokerNode:
                                               config, self.clock,
                                               self.faults.on("replication.ignore_diverging_epoch"))
         self.replicas.on_follow = self.fetchers.update
+        # The coordinators write through one partition writer each, both through ReplicaManager.append_records.
+        self.offsets_writer = CoordinatorPartitionWriter(self.replicas, OFFSETS_TOPIC,
+                                                         config["offsets.topic.num.partitions"], GROUP)
+        self.txn_writer = CoordinatorPartitionWriter(self.replicas, TXN_TOPIC,
+                                                     config["transaction.state.log.num.partitions"], TXN)
         self.groups = GroupCoordinator(config, self.clock, self.rng, self.faults,
-                                       OffsetStore(self, config["offsets.topic.num.partitions"], self.clock.wall_ms))
+                                       OffsetStore(self.offsets_writer, self.clock.wall_ms))
         self.markers = TxnMarkerChannel(self.node_id, self.clock, self._leader_of, self.write_markers,
                                         self._marker_request)
-        self.txn = TransactionCoordinator(config, self.clock, self.faults, InternalTopic(self, TXN_TOPIC),
+        self.txn = TransactionCoordinator(config, self.clock, self.faults, self.txn_writer,
                                           self.next_producer_id, self.markers, self._offsets_partition_of)
         self.server = Server(self)
         # One connection per purpose, as Kafka keeps a channel per manager: the controller answers a connection's
@@ -243,11 +209,9 @@ class BrokerNode:
         """(local leader replica, error): UNKNOWN_TOPIC_OR_PARTITION when the cluster has no such partition,
         NOT_LEADER_OR_FOLLOWER when this broker does not lead it, FENCED/UNKNOWN_LEADER_EPOCH when the request's
         current leader epoch is older/newer than ours (KIP-320)."""
-        if self.image.partition(topic, index) is None:
-            return None, E.UnknownTopicOrPartitionError.errno
-        p = self.replicas.get(topic, index)
-        if p is None or not p.is_leader:
-            return p, E.NotLeaderForPartitionError.errno
+        p, err = self.replicas.leader_or_error(topic, index)
+        if err:
+            return p, err
         return p, p.check_leader_epoch(current_leader_epoch)
 
     def topic_setting(self, topic: str, key: str) -> Any:
@@ -314,10 +278,10 @@ class BrokerNode:
         t = self.image.topics.get(OFFSETS_TOPIC)
         if t is None:
             return None
-        return t.partitions[partition_for(group_id, len(t.partitions))]
+        return t.partitions[self.offsets_writer.partition_for(group_id)]
 
     def _offsets_partition_of(self, group_id: str) -> tuple[str, int]:
-        return OFFSETS_TOPIC, self.groups.partition_of(group_id)
+        return OFFSETS_TOPIC, self.offsets_writer.partition_for(group_id)
 
     # -- transactions (the coordinator's narrow interface and the broker-to-broker calls it needs) -------------
 
@@ -338,7 +302,7 @@ class BrokerNode:
         t = self.image.topics.get(TXN_TOPIC)
         if t is None:
             return None
-        return t.partitions[partition_for(txn_id, len(t.partitions))]
+        return t.partitions[self.txn_writer.partition_for(txn_id)]
 
     async def _broker_call(self, broker_id: int, purpose: str, request: Any, version: int, timeout: float) -> Any:
         """One request to another broker over the broker-to-broker path (the replication address, or its link
@@ -366,27 +330,16 @@ class BrokerNode:
         """The leader's side of WriteTxnMarkers (KafkaApis.handleWriteTxnMarkersRequest): append each marker
         (acks=all, origin COORDINATOR), tell the group coordinator about markers on __consumer_offsets partitions,
         and answer once they are replicated (REQUEST_TIMED_OUT after ``timeout_s``)."""
-        out: dict[tuple[str, int], int] = {}
-        waits = []
+        pending = self.replicas.append_records(
+            [AppendEntry(m.topic, m.partition, marker=MarkerAppend(m.producer_id, m.producer_epoch,
+                                                                   m.coordinator_epoch, m.commit,
+                                                                   m.transaction_version))
+             for m in markers], -1, AppendOrigin.COORDINATOR, timeout_s)
         for m in markers:
-            tp = (m.topic, m.partition)
-            p, err = self.leader_partition(m.topic, m.partition)
-            if err:
-                out[tp] = err
-                continue
-            res = p.write_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, self.clock.wall_ms(),
-                                 m.transaction_version)
-            out[tp] = res.error
-            if res.error:
-                continue
-            if m.topic == OFFSETS_TOPIC:
-                self.groups.complete_txn(m.partition, m.producer_id, m.commit, res.base_offset + 1)
-            waits.append(ProducePartitionStatus(m.topic, m.partition, res.base_offset + 1))
-        if waits:
-            await self.replicas.wait_replicated(waits, timeout_s)
-            for w in waits:
-                out[(w.topic, w.partition_index)] = w.error
-        return out
+            r = pending.results[(m.topic, m.partition)]
+            if m.topic == OFFSETS_TOPIC and not r.error:
+                self.groups.complete_txn(m.partition, m.producer_id, m.commit, r.end_offset)
+        return {tp: r.error for tp, r in (await pending.wait()).items()}
 
     async def verify_txn(self, txn_id: str, producer_id: int, epoch: int,
                          tps: list[tuple[str, int]], add: bool = False) -> dict[tuple[str, int], int]:
@@ -442,40 +395,6 @@ class BrokerNode:
             return pd.error_code, None
         return 0, PartitionState(p.topic, p.topic_id, p.index, p.replicas, list(pd.isr), pd.leader_id,
                                  pd.leader_epoch, pd.partition_epoch)
-
-    # -- offsets partitions (the OffsetStore's narrow interface) ----------------------------------------------
-
-    def append(self, index: int, batch: bytes) -> int:
-        """The coordinator's append (Kafka's CoordinatorPartitionWriter: acks=1 locally, then it waits for the HW
-        through :meth:`wait_committed`)."""
-        p = self.replicas.get(OFFSETS_TOPIC, index)
-        if p is None or not p.is_leader:
-            raise AppendError(E.NotLeaderForPartitionError.errno, f"not the leader of {OFFSETS_TOPIC}-{index}")
-        h = B.parse_header(batch)
-        res = p.append_as_leader(batch, h, self.clock.wall_ms(), coordinator=h.is_transactional)
-        if res.error:
-            raise AppendError(res.error, f"append to {OFFSETS_TOPIC}-{index} failed with error {res.error}")
-        p.log.flush()
-        return p.log.log_end_offset
-
-    def high_watermark(self, index: int) -> int:
-        p = self.replicas.get(OFFSETS_TOPIC, index)
-        return p.hw if p is not None else 0
-
-    async def wait_committed(self, index: int, offset: int, timeout_s: float) -> int:
-        status = ProducePartitionStatus(OFFSETS_TOPIC, index, offset)
-        await self.replicas.wait_replicated([status], timeout_s)
-        return status.error
-
-    def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        p = self.replicas.get(OFFSETS_TOPIC, index)
-        if p is None or offset >= p.log.log_end_offset:
-            return b"", offset
-        return p.log.read(offset, max_bytes, p.log.log_end_offset, True).data, p.log.log_end_offset
-
-    def log_start(self, index: int) -> int:
-        p = self.replicas.get(OFFSETS_TOPIC, index)
-        return p.log.log_start_offset if p is not None else 0
 
     def _on_leadership(self, p: Partition, leader: bool) -> None:
         if p.topic == TXN_TOPIC:

@@ -1,7 +1,7 @@
 """Durable committed offsets and group records in the internal ``__consumer_offsets`` topic.
 
 Like Kafka, the group coordinator writes every offset commit (and each completed generation) as a record to the
-partition ``abs(hashCode(group_id)) % offsets.topic.num.partitions`` of an internal, broker-managed topic, and
+partition ``abs(hashCode(group_id)) % the partition count of`` an internal, broker-managed topic, and
 rebuilds its state by replaying those partitions on start. Deliberate difference (GAPS.md): keys and values are
 JSON, not Kafka's OffsetCommitKey/Value binary schemas, and the topic is not compacted.
 
@@ -14,12 +14,44 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, Protocol
 
+from kafka import errors as E
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 log = logging.getLogger("reference_broker.offsets")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+GROUP = "group"
+TXN = "transaction"
+
+# How a failed or timed-out coordinator write is answered to the client: Kafka's
+# CoordinatorOperationExceptionHelper.handleOperationException (groups) and TransactionStateManager.
+# appendTransactionToLog (transactions) agree on these; any other error is answered as it is (a transactional
+# offset commit of a fenced producer gets the log's INVALID_PRODUCER_EPOCH).
+APPEND_ERRORS = {
+    E.UnknownTopicOrPartitionError.errno: E.CoordinatorNotAvailableError.errno,
+    E.NotEnoughReplicasError.errno: E.CoordinatorNotAvailableError.errno,
+    E.NotEnoughReplicasAfterAppendError.errno: E.CoordinatorNotAvailableError.errno,
+    E.RequestTimedOutError.errno: E.CoordinatorNotAvailableError.errno,
+    E.NotLeaderForPartitionError.errno: E.NotCoordinatorError.errno,
+    E.KafkaStorageError.errno: E.NotCoordinatorError.errno,
+    E.MessageSizeTooLargeError.errno: E.UnknownError.errno,
+    E.RecordListTooLargeError.errno: E.UnknownError.errno,
+}
+# Where the two coordinators differ: the group coordinator also answers INVALID_FETCH_SIZE as UNKNOWN_SERVER_ERROR
+# (handleOperationException lists it; TransactionStateManager does not, so it passes through there).
+DIFFERENCES = {
+    GROUP: {E.InvalidFetchRequestError.errno: E.UnknownError.errno},        # INVALID_FETCH_SIZE
+    TXN: {},
+}
+
+
+def coordinator_error(code: int, coordinator: str) -> int:
+    """The error a client of ``coordinator`` (GROUP or TXN) gets for a write that failed with ``code``."""
+    if code == 0:
+        return 0
+    return DIFFERENCES[coordinator].get(code, APPEND_ERRORS.get(code, code))
 
 
 class AppendError(Exception):
@@ -31,8 +63,15 @@ class AppendError(Exception):
 
 
 class OffsetsPartitions(Protocol):
-    """What the offset store needs from the broker: append to / read an offsets partition it leads, and learn
-    when an append is committed (the partition's high watermark passed it)."""
+    """What a coordinator needs from the broker (``coordinator_writer.CoordinatorPartitionWriter``): which
+    partition owns a key, append to / read a partition it leads, and learn when an append is committed (the
+    partition's high watermark passed it)."""
+
+    def partition_for(self, key: str) -> int:
+        """The partition owning a group id / transactional id (abs(hashCode) % the topic's partition count)."""
+
+    async def write(self, index: int, batch: bytes, timeout_s: float) -> int:
+        """Append with acks=all; 0 once committed, else the client's error (the coordinators' one table)."""
 
     def append(self, index: int, batch: bytes) -> int:
         """Append as leader; returns the offset after the batch (the HW it must reach to be committed);
@@ -75,9 +114,8 @@ def partition_for(group_id: str, partitions: int) -> int:
 
 
 class OffsetStore:
-    def __init__(self, partitions: OffsetsPartitions, num_partitions: int, now_ms: Callable[[], int]) -> None:
+    def __init__(self, partitions: OffsetsPartitions, now_ms: Callable[[], int]) -> None:
         self.partitions = partitions
-        self.n = num_partitions
         self.now_ms = now_ms
 
     def _write(self, group_id: str, entries: list[tuple[dict, dict | None]], producer: tuple[int, int] | None = None
@@ -89,10 +127,11 @@ class OffsetStore:
         for i, (key, value) in enumerate(entries):
             b.append(i, timestamp=now, key=json.dumps(key, sort_keys=True).encode(),
                      value=None if value is None else json.dumps(value).encode(), headers=[])
-        return self.partitions.append(partition_for(group_id, self.n), bytes(b.build()))
+        return self.partitions.append(self.index_of(group_id), bytes(b.build()))
 
     def index_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.n)
+        """The offsets partition owning ``group_id`` (the writer's one ownership rule)."""
+        return self.partitions.partition_for(group_id)
 
     def high_watermark(self, index: int) -> int:
         return self.partitions.high_watermark(index)

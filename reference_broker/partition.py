@@ -46,6 +46,25 @@ class FetchIsolation(IntEnum):
     TXN_COMMITTED = 2    # consumers, read_committed: the last stable offset
 
 
+class AppendOrigin(IntEnum):
+    """Who appends (Kafka's AppendOrigin): a client's Produce, a coordinator (group or transaction state, markers),
+    or a follower copying its leader (``append_as_follower``)."""
+
+    CLIENT = 0
+    COORDINATOR = 1
+    REPLICATION = 2
+
+
+class MarkerAppend(NamedTuple):
+    """A COMMIT/ABORT marker to append as leader (``write_marker``'s arguments but the clock)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    transaction_version: int = 0     # WriteTxnMarkers v2 (KIP-1228): 2 for a transaction version 2 marker
+
+
 class ProduceResult(NamedTuple):
     error: int
     base_offset: int = -1
@@ -126,6 +145,7 @@ class Partition:
         self.fault_markers_leader_only = False  # txn.markers_leader_only fault switch
         self.fault_lso_below_log_start = False  # txn.lso_below_log_start fault switch
         self.fault_tv2_marker_as_tv1 = False    # txn.tv2_marker_epoch_as_tv1 fault switch
+        self.fault_ignore_min_insync = False    # produce.ignore_min_insync fault switch (client appends only)
         # Set by the replica manager: the clock, replica.lag.time.max.ms and whether a broker may join the ISR
         # (registered and unfenced), for the HW's wait on followers about to join the ISR.
         self.now_ms: Callable[[], float] = lambda: 0.0
@@ -384,14 +404,27 @@ class Partition:
 
     # -- produce ----------------------------------------------------------------------------------------------
 
-    def append_as_leader(self, data: bytes, header: B.BatchHeader, now_ms: int,
-                         coordinator: bool = False) -> ProduceResult:
-        """Append one validated batch; enforce idempotent sequences; advance the HW; wake watchers.
-        ``coordinator``: a group coordinator's transactional offset commit (origin COORDINATOR: no sequence, only
-        the producer epoch is checked)."""
+    def append_as_leader(self, data: bytes, header: B.BatchHeader | None, now_ms: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT, required_acks: int = 1,
+                         marker: MarkerAppend | None = None) -> ProduceResult:
+        """Partition.appendRecordsToLeader: append one validated batch (or, with ``marker``, a transaction marker)
+        as leader; advance the HW; wake watchers. Refused before anything is written: not the leader
+        (NOT_LEADER_OR_FOLLOWER), or acks=all with an ISR below the effective min.insync.replicas
+        (NOT_ENOUGH_REPLICAS: Kafka checks this for every origin that appends as leader, CLIENT and COORDINATOR).
+        ``origin`` (Kafka's AppendOrigin): CLIENT batches are checked against the producer's sequences (a duplicate
+        answers its original offset); COORDINATOR batches (a transactional offset commit, a marker) only by the
+        producer epoch."""
         if not self.is_leader:
             return ProduceResult(E.NotLeaderForPartitionError.errno)
-        if coordinator and header.producer_id >= 0:
+        if required_acks == -1 and self.under_min_isr and \
+                not (origin == AppendOrigin.CLIENT and self.fault_ignore_min_insync):
+            return ProduceResult(E.NotEnoughReplicasError.errno, error_message=(
+                f"ISR {sorted(self.isr)} smaller than min.insync.replicas {self.effective_min_isr}"))
+        if marker is not None:
+            return self.write_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                     marker.commit, now_ms, marker.transaction_version)
+        assert header is not None, "a batch append needs its validated header"
+        if origin == AppendOrigin.COORDINATOR and header.producer_id >= 0:
             err = self.log.producer_state.check_marker(header.producer_id, header.producer_epoch)
             if err:
                 return ProduceResult(err)

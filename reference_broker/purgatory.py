@@ -24,8 +24,6 @@ from .partition import FetchIsolation, Partition
 TP = tuple[str, int]
 Lookup = Callable[[str, int], "Partition | None"]
 
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-
 
 class DelayedOperation:
     """One parked request: ``try_complete`` decides, ``force_complete`` fires once and releases it."""
@@ -230,7 +228,7 @@ class DelayedProduce(DelayedOperation):
                 s.error = 0
             elif p.hw >= s.required_offset:
                 if len(p.maximal_isr) < p.effective_min_isr:
-                    s.error = NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    s.error = E.NotEnoughReplicasAfterAppendError.errno
                     s.message = (f"ISR {p.maximal_isr} shrank below min.insync.replicas {p.effective_min_isr} after "
                                  "the append")
                 else:

@@ -4,7 +4,11 @@ Apache Kafka's ``ReplicaManager`` in small: it applies metadata changes (``apply
 follower, stop and delete replicas), owns the fetch and produce purgatories (keyed by topic-partition), and is the
 one home of the read path: ``fetch_messages`` (Kafka's ``fetchMessages``) reads every fetched partition through
 ``Partition.fetch_records`` (which records a follower's fetch position), decides whether to answer now or park a
-DelayedFetch, and reads again when that completes; the Fetch handler only decodes and encodes. It shrinks the ISR
+DelayedFetch, and reads again when that completes; the Fetch handler only decodes and encodes. It is also the one
+home of the write path: ``append_records`` (Kafka's ``appendRecords``) appends every entry through
+``Partition.append_as_leader`` (``appendRecordsToLeader``: leadership and min.insync.replicas before the append,
+origin CLIENT or COORDINATOR) and waits for acks=all in the produce purgatory (DelayedProduce); Produce,
+WriteTxnMarkers and both coordinators' partition writer (``coordinator_writer.py``) all write through it. It shrinks the ISR
 of followers that lag more than replica.lag.time.max.ms (``maybeShrinkIsr`` on a timer) and expands it when they
 catch up — both through the controller with AlterPartition — and checkpoints the high watermarks
 (``replication-offset-checkpoint``) so a restart keeps them.
@@ -30,10 +34,11 @@ from .clock import Clock, Timer
 from .config import BrokerConfig
 from .faults import Faults
 from .log.base import Log
+from .log.batch import BatchHeader
 from .log.memory import MemoryLog
 from .log.producer_state import ProducerStateConfig
 from .metadata.image import Delta, MetadataImage, PartitionState
-from .partition import FetchIsolation, Partition
+from .partition import AppendOrigin, FetchIsolation, MarkerAppend, Partition
 from .purgatory import (
     DelayedFetch,
     DelayedProduce,
@@ -51,7 +56,9 @@ log = logging.getLogger("reference_broker.replica_manager")
 HW_CHECKPOINT = "replication-offset-checkpoint"
 # AlterPartition errors after which Kafka's leader waits for the metadata instead of retrying (UNKNOWN_TOPIC_OR_
 # PARTITION, INVALID_REQUEST, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, UNKNOWN_TOPIC_ID, NEW_LEADER_ELECTED).
-AWAIT_METADATA = frozenset({3, 42, 74, 95, 100, 108})
+AWAIT_METADATA = frozenset({E.UnknownTopicOrPartitionError.errno, E.InvalidRequestError.errno,
+                            E.FencedLeaderEpochError.errno, E.InvalidUpdateVersionError.errno,
+                            E.UnknownTopicIdError.errno, E.NewLeaderElectedError.errno})
 TP = tuple[str, int]
 # (partition, new ISR) -> (error, committed PartitionState or None)
 AlterIsr = Callable[[Partition, list[int]], Awaitable[tuple[int, "PartitionState | None"]]]
@@ -69,6 +76,54 @@ class LogReadResult(NamedTuple):
     log_start_offset: int = -1
     diverging_epoch: tuple[int, int] | None = None
     aborted: list | None = None           # read_committed: [(producer id, first offset)] (Fetch v4+)
+
+
+class AppendEntry(NamedTuple):
+    """One partition's part of an append: a validated record batch with its header, or a transaction marker."""
+
+    topic: str
+    partition: int
+    records: bytes = b""
+    header: BatchHeader | None = None
+    marker: MarkerAppend | None = None
+
+    @property
+    def tp(self) -> TP:
+        return (self.topic, self.partition)
+
+
+class LogAppendResult(NamedTuple):
+    """One partition's answer (Kafka's LogAppendResult / PartitionResponse): the error, the batch's first offset
+    and the offset after it (what the HW must reach for acks=all), and an error message where there is one."""
+
+    error: int
+    base_offset: int = -1
+    end_offset: int = -1
+    message: str | None = None
+
+
+class PendingAppend:
+    """What ``append_records`` returns: ``results`` hold the local append's outcome at once (what a coordinator
+    acts on at the append, as Kafka's callbacks do); ``await wait()`` answers acks=all once each partition's HW
+    passed its batch (DelayedProduce), or REQUEST_TIMED_OUT / NOT_ENOUGH_REPLICAS_AFTER_APPEND /
+    NOT_LEADER_OR_FOLLOWER when it did not within the timeout."""
+
+    def __init__(self, rm: ReplicaManager, results: dict[TP, LogAppendResult], acks: int, deadline: float) -> None:
+        self.rm = rm
+        self.results = results
+        self.acks = acks
+        self.deadline = deadline
+
+    async def wait(self) -> dict[TP, LogAppendResult]:
+        if self.acks != -1:
+            return self.results
+        waits = [ProducePartitionStatus(tp[0], tp[1], r.end_offset) for tp, r in self.results.items() if not r.error]
+        if waits:
+            await self.rm.wait_replicated(waits, max(0.0, self.deadline - self.rm.clock.monotonic()))
+            for s in waits:
+                tp = (s.topic, s.partition_index)
+                self.results[tp] = self.results[tp]._replace(error=s.error, message=s.message or None)
+        return self.results
 
 
 class ReplicaManager:
@@ -195,11 +250,59 @@ class ReplicaManager:
             return E.UnknownTopicIdError.errno if st.topic_id is not None else E.UnknownTopicOrPartitionError.errno
         return E.NotLeaderForPartitionError.errno
 
+    # -- the write path (ReplicaManager.appendRecords / appendToLocalLog) --------------------------------------
+
+    def leader_or_error(self, topic: str, index: int) -> tuple[Partition | None, int]:
+        """ReplicaManager.getPartitionOrException: (local leader replica, 0), else UNKNOWN_TOPIC_OR_PARTITION when
+        the cluster has no such partition, NOT_LEADER_OR_FOLLOWER when this broker does not lead it."""
+        if self.image is None or self.image.partition(topic, index) is None:
+            return None, E.UnknownTopicOrPartitionError.errno
+        p = self.get(topic, index)
+        if p is None or not p.is_leader:
+            return p, E.NotLeaderForPartitionError.errno
+        return p, 0
+
+    def append_records(self, entries: list[AppendEntry], acks: int, origin: AppendOrigin,
+                       timeout_s: float) -> PendingAppend:
+        """ReplicaManager.appendRecords, the one write path of leaders (Produce, the coordinators' partition
+        writer, transaction markers): refuse invalid acks (INVALID_REQUIRED_ACKS) and a client's write to an
+        internal topic (INVALID_TOPIC_EXCEPTION); append each entry through ``Partition.append_as_leader`` (which
+        refuses a partition it does not lead, and acks=all below min.insync.replicas, before writing); with
+        acks=all, ``wait()`` on the answer waits until each HW passed its batch, at most ``timeout_s`` from now.
+        The appends happen now, synchronously: nothing else runs on the loop between two of them."""
+        deadline = self.clock.monotonic() + max(timeout_s, 0.0)
+        now_ms = self.clock.wall_ms()
+        results: dict[TP, LogAppendResult] = {}
+        for e in entries:
+            results[e.tp] = self._append_one(e, acks, origin, now_ms)
+        return PendingAppend(self, results, acks, deadline)
+
+    def _append_one(self, e: AppendEntry, acks: int, origin: AppendOrigin, now_ms: int) -> LogAppendResult:
+        if acks not in (-1, 0, 1):
+            return LogAppendResult(E.InvalidRequiredAcksError.errno, message=f"acks={acks} must be -1, 0 or 1")
+        if origin == AppendOrigin.CLIENT and self.image is not None and \
+                getattr(self.image.topics.get(e.topic), "internal", False):
+            return LogAppendResult(E.InvalidTopicError.errno, message=f"cannot append to internal topic {e.topic}")
+        p, err = self.leader_or_error(e.topic, e.partition)
+        if err:
+            return LogAppendResult(err)
+        res = p.append_as_leader(e.records, e.header, now_ms, origin, acks, e.marker)
+        if res.error:
+            return LogAppendResult(res.error, message=res.error_message)
+        count = 1 if e.marker is not None else e.header.last_offset_delta + 1
+        return LogAppendResult(0, res.base_offset, res.base_offset + count)
+
     async def wait_replicated(self, statuses: list[ProducePartitionStatus], timeout_s: float) -> None:
         """acks=all: park until each partition's HW passes its batch (DelayedProduce); fills each status' error."""
         op = DelayedProduce(statuses, self.get,
                             ok_after_shrink=self.faults.on("produce.acks_all_ok_after_shrink"))
         await self.produce_purgatory.park(op, timeout_s)
+
+    async def wait_committed(self, topic: str, index: int, offset: int, timeout_s: float) -> int:
+        """Wait until one partition's HW reaches ``offset``: 0 or the error (a coordinator's HW wait)."""
+        status = ProducePartitionStatus(topic, index, offset)
+        await self.wait_replicated([status], timeout_s)
+        return status.error
 
     # -- metadata (ReplicaManager.applyDelta) -----------------------------------------------------------------
 
@@ -268,6 +371,7 @@ class ReplicaManager:
                 ps.fault_plain_in_open_txn = self.faults.on("txn.produce_txn_checks_off")
                 ps.fault_tv2_any_first_seq = self.faults.on("txn.tv2_any_first_sequence")
                 ps.fault_coordinator_epoch_unchecked = self.faults.on("txn.coordinator_epoch_unchecked")
+                p.fault_ignore_min_insync = self.faults.on("produce.ignore_min_insync")
                 p.now_ms = lambda: self.clock.monotonic() * 1000
                 p.lag_ms = self.config["replica.lag.time.max.ms"]
                 p.isr_eligible = self._may_join

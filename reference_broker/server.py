@@ -16,11 +16,11 @@ import io
 import logging
 import socket
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.api_header import RequestHeader
 
+from .context import RequestContext
 from .registry import BROKER, CloseConnection, Registry
 
 log = logging.getLogger("reference_broker.server")
@@ -32,24 +32,6 @@ _REQ_PREFIX = struct.Struct(">hhi")
 
 class ProtocolViolation(Exception):
     """The peer sent something Kafka would close the connection for."""
-
-
-@dataclass
-class RequestContext:
-    """What a handler knows about the request besides its body."""
-
-    node: Any                 # the BrokerNode (broker handlers) or the ControllerService (controller handlers)
-    registry: Registry
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    peer: str
-    received_at: float
-
-    @property
-    def broker(self) -> Any:
-        return self.node
 
 
 class Server:

@@ -57,7 +57,7 @@ from kafka.record.memory_records import MemoryRecords
 from .clock import Clock, Timer
 from .config import BrokerConfig
 from .faults import Faults
-from .offset_store import AppendError, OffsetsPartitions, partition_for
+from .offset_store import OffsetsPartitions
 from .txn_marker_channel import Marker
 
 log = logging.getLogger("reference_broker.txn")
@@ -81,17 +81,6 @@ TRANSACTIONAL_ID_NOT_FOUND = E.TransactionalIdNotFoundError.errno
 TRANSACTION_ABORTABLE = E.TransactionAbortableError.errno
 MAX_EPOCH = 32767
 APPEND_TIMEOUT_S = 30.0             # Kafka appends with request.timeout.ms
-
-# TransactionStateManager.appendTransactionToLog: how a failed or timed-out write is answered.
-APPEND_ERRORS = {
-    E.UnknownTopicOrPartitionError.errno: E.CoordinatorNotAvailableError.errno,
-    E.NotEnoughReplicasError.errno: E.CoordinatorNotAvailableError.errno,
-    20: E.CoordinatorNotAvailableError.errno,                       # NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    E.RequestTimedOutError.errno: E.CoordinatorNotAvailableError.errno,
-    E.NotLeaderForPartitionError.errno: E.NotCoordinatorError.errno,
-    E.KafkaStorageError.errno: E.NotCoordinatorError.errno,
-}
-
 
 class MarkerWriter(Protocol):
     """What the coordinator needs of the marker channel (txn_marker_channel.TxnMarkerChannel)."""
@@ -147,7 +136,6 @@ class TransactionCoordinator:
         self.clock = clock
         self.faults = faults
         self.log = log_partitions
-        self.n = config["transaction.state.log.num.partitions"]
         self.next_producer_id = next_producer_id
         self.markers = markers
         self.offsets_partition_for = offsets_partition_for
@@ -159,7 +147,7 @@ class TransactionCoordinator:
     # -- ownership (TransactionStateManager.loadTransactionsForTxnTopicPartition / removeTransactions...) ------
 
     def partition_of(self, txn_id: str) -> int:
-        return partition_for(txn_id, self.n)
+        return self.log.partition_for(txn_id)
 
     def owns(self, txn_id: str) -> bool:
         return self.partition_of(txn_id) in self.owned
@@ -261,13 +249,9 @@ class TransactionCoordinator:
         b.append(0, timestamp=self.clock.wall_ms(),
                  key=json.dumps({"type": "txn", "id": m.transactional_id}, sort_keys=True).encode(),
                  value=json.dumps(new.value()).encode(), headers=[])
-        try:
-            end = self.log.append(index, bytes(b.build()))
-        except AppendError as e:
-            return APPEND_ERRORS.get(e.code, E.UnknownError.errno)
-        err = await self.log.wait_committed(index, end, APPEND_TIMEOUT_S)
+        err = await self.log.write(index, bytes(b.build()), APPEND_TIMEOUT_S)    # acks=all, errors mapped
         if err:
-            return APPEND_ERRORS.get(err, E.UnknownError.errno)
+            return err
         if self.owned.get(index) != epoch or self.txns.get(m.transactional_id) is not m:
             return E.NotCoordinatorError.errno     # the partition moved meanwhile
         for f in dataclasses.fields(TxnMetadata):

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, precondition, rule
+from kafka import errors as E
 from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteGroupsRequest,
@@ -380,7 +381,7 @@ class DiffMachine(RuleBasedStateMachine):
         with self._unlogged():
             async def ready(w: Wire) -> None:
                 for _ in range(int(READY_TIMEOUT_S / 0.05)):
-                    if (await w.request("InitProducerId", req, version=4)).body.error_code != 14:
+                    if (await w.request("InitProducerId", req, version=4)).body.error_code != E.CoordinatorLoadInProgressError.errno:
                         return
                     await asyncio.sleep(0.05)
 

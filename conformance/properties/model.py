@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kafka import errors as E
+
 NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
+OFFSET_OUT_OF_RANGE = E.OffsetOutOfRangeError.errno
+ILLEGAL_GENERATION = E.IllegalGenerationError.errno
+UNKNOWN_MEMBER_ID = E.UnknownMemberIdError.errno
 EARLIEST, LATEST = -2, -1
 
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafka import errors as E
+
 from conformance.evidence import Evidence
 from conformance.wire import TargetDiverged, Wire, record_batch
 
@@ -18,19 +20,19 @@ __all__ = ["TargetDiverged", "Wire"]
 
 # Kafka error codes the checks name (kafka.errors has them too; plain ints keep assertion messages short).
 NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-FENCED_LEADER_EPOCH = 74
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
+OFFSET_OUT_OF_RANGE = E.OffsetOutOfRangeError.errno
+UNKNOWN_TOPIC_OR_PARTITION = E.UnknownTopicOrPartitionError.errno
+NOT_LEADER_OR_FOLLOWER = E.NotLeaderForPartitionError.errno
+NOT_ENOUGH_REPLICAS = E.NotEnoughReplicasError.errno
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = E.NotEnoughReplicasAfterAppendError.errno
+ILLEGAL_GENERATION = E.IllegalGenerationError.errno
+INCONSISTENT_GROUP_PROTOCOL = E.InconsistentGroupProtocolError.errno
+UNKNOWN_MEMBER_ID = E.UnknownMemberIdError.errno
+INVALID_SESSION_TIMEOUT = E.InvalidSessionTimeoutError.errno
+REBALANCE_IN_PROGRESS = E.RebalanceInProgressError.errno
+FENCED_LEADER_EPOCH = E.FencedLeaderEpochError.errno
+MEMBER_ID_REQUIRED = E.MemberIdRequiredError.errno
+FENCED_INSTANCE_ID = E.FencedInstanceIdError.errno
 
 EARLIEST, LATEST = -2, -1
 

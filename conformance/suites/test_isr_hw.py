@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from kafka import errors as E
 
 from conformance.evidence import Evidence
 from conformance.properties import ops
@@ -35,9 +36,9 @@ from conformance.wire import LATEST, Wire, unique_name
 from fixtures.target import Target
 
 SUITE = "isr_hw"
-OFFSET_OUT_OF_RANGE = 1
-REQUEST_TIMED_OUT = 7
-OFFSET_NOT_AVAILABLE = 78
+OFFSET_OUT_OF_RANGE = E.OffsetOutOfRangeError.errno
+REQUEST_TIMED_OUT = E.RequestTimedOutError.errno
+OFFSET_NOT_AVAILABLE = E.OffsetNotAvailableError.errno
 DEFAULT_LAG_MS = 30_000  # replica.lag.time.max.ms default
 T = TypeVar("T")
 

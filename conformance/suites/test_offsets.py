@@ -15,6 +15,7 @@ import contextlib
 import time
 
 import pytest
+from kafka import errors as E
 
 from conformance.clients import CLIENTS, NoOffsetError, RecordedConsumer, consumer
 from conformance.recording import decode_value
@@ -22,10 +23,10 @@ from conformance.rules import rule
 from conformance.wire import EARLIEST, LATEST, TargetDiverged, Wire, unique_name
 
 SUITE = "offsets"
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-REBALANCE_IN_PROGRESS = 27
-OFFSET_METADATA_TOO_LARGE = 12
+ILLEGAL_GENERATION = E.IllegalGenerationError.errno
+UNKNOWN_MEMBER_ID = E.UnknownMemberIdError.errno
+REBALANCE_IN_PROGRESS = E.RebalanceInProgressError.errno
+OFFSET_METADATA_TOO_LARGE = E.OffsetMetadataTooLargeError.errno
 MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -3, -4, -5
 GZIP = 1
 

@@ -21,6 +21,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from kafka import errors as E
 
 from conformance.evidence import Evidence
 from conformance.properties import ops
@@ -31,8 +32,8 @@ from conformance.wire import LATEST, Wire, idempotent_batch
 from fixtures.target import Target
 
 SUITE = "produce"
-INVALID_REQUEST = 42
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_REQUEST = E.InvalidRequestError.errno
+OUT_OF_ORDER_SEQUENCE_NUMBER = E.OutOfOrderSequenceNumberError.errno
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE = 14, 15    # retriable: Kafka's id block not yet allocated
 RETAINED = 5          # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 

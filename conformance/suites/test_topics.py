@@ -7,13 +7,14 @@ them back, nothing else.
 from __future__ import annotations
 
 import pytest
+from kafka import errors as E
 
 from conformance.evidence import Evidence
 from conformance.rules import rule
 from conformance.wire import Wire, unique_name
 
 SUITE = "topics"
-INVALID_CONFIG = 40
+INVALID_CONFIG = E.InvalidConfigurationError.errno
 
 rule("TOPIC-CONFIGS-KAFKA", "CreateTopics accepts every topic config Kafka defines, with a valid value (not only "
      "the ones a broker acts on), and DescribeConfigs returns each override; a name Kafka does not define is "

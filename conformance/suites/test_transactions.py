@@ -89,7 +89,7 @@ from conformance.wire import EARLIEST, LATEST, TargetDiverged, Wire, unique_name
 from fixtures.target import Target
 
 SUITE = "transactions"
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = E.NotEnoughReplicasError.errno
 SETTLE_S = 10.0                 # bound for markers to be written after EndTxn (Kafka: milliseconds on loopback)
 CLEANUP_INTERVAL = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
 DEFAULT_CLEANUP_INTERVAL_MS = 10_000       # Kafka's default for CLEANUP_INTERVAL

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 25
@@ -15,7 +16,7 @@ VERSIONS = (0, 4)
 
 
 @handles(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     err = await b.ensure_offsets_topic()
     if not err:

@@ -16,11 +16,12 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 24
 VERSIONS = (0, 5)
-OPERATION_NOT_ATTEMPTED = 55
+OPERATION_NOT_ATTEMPTED = E.OperationNotAttemptedError.errno
 
 R = AddPartitionsToTxnResponse
 TopicResult = R.AddPartitionsToTxnTopicResult
@@ -47,7 +48,7 @@ async def _add(b, txn_id: str, pid: int, epoch: int, topics, verify_only: bool,
 
 
 @handles(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     if ctx.api_version <= 3:
         errors = await _add(b, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,

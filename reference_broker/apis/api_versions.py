@@ -18,6 +18,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
+from ..context import BrokerContext
 from ..registry import Registry, handles
 
 API_KEY = 18
@@ -36,7 +37,7 @@ def unsupported_version_response(registry: Registry) -> ApiVersionsResponse:
 
 
 @handles(ApiVersionsRequest, ApiVersionsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     """Served by both roles: the answer lists the registry of the listener that got the request."""
     resp = ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx.registry), throttle_time_ms=0)
     if ctx.api_version >= 3:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 19
@@ -16,7 +17,7 @@ Result = CreateTopicsResponse.CreatableTopicResult
 
 
 @handles(CreateTopicsRequest, CreateTopicsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     try:
         return await ctx.broker.forward(req, ctx.api_version, timeout=max(req.timeout_ms, 0) / 1000 + 10)
     except (OSError, TimeoutError, E.KafkaError) as e:

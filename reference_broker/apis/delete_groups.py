@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 42
@@ -16,7 +17,7 @@ VERSIONS = (0, 2)
 
 
 @handles(DeleteGroupsRequest, DeleteGroupsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     results = []
     for g in req.groups_names:
         err = await ctx.broker.coordinator_error(g) or await ctx.broker.groups.delete_group(g)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 21
@@ -22,7 +23,7 @@ PartResult = TopicResult.DeleteRecordsPartitionResult
 
 
 @handles(DeleteRecordsRequest, DeleteRecordsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     topics = []
     for t in req.topics:

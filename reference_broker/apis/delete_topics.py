@@ -8,6 +8,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 20
@@ -17,7 +18,7 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 
 
 @handles(DeleteTopicsRequest, DeleteTopicsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     try:
         return await ctx.broker.forward(req, ctx.api_version, timeout=max(req.timeout_ms, 0) / 1000 + 10)
     except (OSError, TimeoutError, E.KafkaError) as e:

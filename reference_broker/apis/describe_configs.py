@@ -25,6 +25,7 @@ from typing import Any
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from ..config import DEFAULTS
+from ..context import BrokerContext
 from ..registry import handles
 from ..topic_config import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, config_text, effective_topic_configs
 from .offset_commit import MAX_METADATA
@@ -72,7 +73,7 @@ def _broker(b, name: str) -> tuple[int, str | None, list[Entry]]:
 
 
 @handles(DescribeConfigsRequest, DescribeConfigsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     results = []
     for r in req.resources:

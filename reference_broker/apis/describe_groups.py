@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 15
@@ -19,7 +20,7 @@ Member = Group.DescribedGroupMember
 
 
 @handles(DescribeGroupsRequest, DescribeGroupsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     out = []
     for gid in req.groups:
         err = await ctx.broker.coordinator_error(gid)

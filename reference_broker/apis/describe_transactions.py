@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 65
@@ -17,7 +18,7 @@ S = DescribeTransactionsResponse.TransactionState
 
 
 @handles(DescribeTransactionsRequest, DescribeTransactionsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     out = []
     for txn_id in req.transactional_ids:
         err, m = ctx.broker.txn.describe(txn_id)

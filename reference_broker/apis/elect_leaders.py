@@ -6,6 +6,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 43
@@ -13,7 +14,7 @@ VERSIONS = (0, 2)
 
 
 @handles(ElectLeadersRequest, ElectLeadersResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     try:
         return await ctx.broker.forward(req, ctx.api_version, timeout=max(req.timeout_ms, 0) / 1000 + 10)
     except (OSError, TimeoutError, E.KafkaError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 26
@@ -23,7 +24,7 @@ VERSIONS = (0, 5)
 
 
 @handles(EndTxnRequest, EndTxnResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     tv = 2 if ctx.api_version >= 5 else 0
     err, pid, epoch = await ctx.broker.txn.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                                    req.committed, tv=tv)

@@ -45,6 +45,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from ..context import BrokerContext
 from ..partition import FetchIsolation
 from ..purgatory import FetchParams, FetchPartitionStatus
 from ..registry import handles
@@ -140,7 +141,7 @@ def _response(params: FetchParams, reads, unknown: list[FetchPartitionStatus], v
 
 
 @handles(FetchRequest, FetchResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     if ctx.api_version >= 7 and req.session_epoch > 0:
         return FetchResponse(throttle_time_ms=0, error_code=E.FetchSessionIdNotFoundError.errno,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 10
@@ -51,7 +52,7 @@ async def coordinator_for(b, key: str, key_type: int) -> tuple[int, str | None, 
 
 
 @handles(FindCoordinatorRequest, FindCoordinatorResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     key_type = req.key_type if ctx.api_version >= 1 else GROUP
     if ctx.api_version >= 4:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 12
@@ -16,7 +17,7 @@ VERSIONS = (0, 4)
 
 
 @handles(HeartbeatRequest, HeartbeatResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     err = await ctx.broker.coordinator_error(req.group_id)
     if err:
         return HeartbeatResponse(throttle_time_ms=0, error_code=err)

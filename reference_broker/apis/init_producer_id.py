@@ -17,6 +17,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 22
@@ -29,7 +30,7 @@ def _refused(error: int) -> InitProducerIdResponse:
 
 
 @handles(InitProducerIdRequest, InitProducerIdResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     pid = getattr(req, "producer_id", NO_PRODUCER_ID)          # v3+ fields; older versions name no producer
     epoch = getattr(req, "producer_epoch", NO_PRODUCER_EPOCH)
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):

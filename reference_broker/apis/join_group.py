@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 11
@@ -17,7 +18,7 @@ VERSIONS = (0, 9)
 
 
 @handles(JoinGroupRequest, JoinGroupResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     v = ctx.api_version
     err = await ctx.broker.coordinator_error(req.group_id)
     if err:

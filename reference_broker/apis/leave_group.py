@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kafka.protocol.consumer import LeaveGroupRequest, LeaveGroupResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 13
@@ -15,7 +16,7 @@ VERSIONS = (0, 5)
 
 
 @handles(LeaveGroupRequest, LeaveGroupResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     err = await ctx.broker.coordinator_error(req.group_id)
     if err:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=err, members=[])

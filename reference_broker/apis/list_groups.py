@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 16
@@ -14,7 +15,7 @@ VERSIONS = (0, 5)
 
 
 @handles(ListGroupsRequest, ListGroupsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     v = ctx.api_version
     states = {s.lower() for s in (req.states_filter or [])} if v >= 4 else set()
     types = {s.lower() for s in (req.types_filter or [])} if v >= 5 else set()

@@ -20,6 +20,7 @@ from __future__ import annotations
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 from kafka.record.memory_records import MemoryRecords
 
+from ..context import BrokerContext
 from ..log.base import TimestampOffset
 from ..record_faults import last_batch_base
 from ..registry import handles
@@ -105,7 +106,7 @@ def lookup(p, ts: int, replica_id: int, isolation_level: int, faults) -> tuple[i
 
 
 @handles(ListOffsetsRequest, ListOffsetsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     topics = []
     for t in req.topics:

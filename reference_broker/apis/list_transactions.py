@@ -14,6 +14,7 @@ import re
 
 from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 from ..txn_coordinator import STATES
 
@@ -25,7 +26,7 @@ S = ListTransactionsResponse.TransactionState
 
 
 @handles(ListTransactionsRequest, ListTransactionsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     v = ctx.api_version
     states = set(req.state_filters or [])
     unknown = sorted(s for s in states if s not in STATES)

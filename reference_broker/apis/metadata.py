@@ -21,6 +21,7 @@ import uuid
 from kafka import errors as E
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from ..context import BrokerContext
 from ..metadata.records import NO_LEADER
 from ..offset_store import OFFSETS_TOPIC
 from ..registry import handles
@@ -46,7 +47,7 @@ def _topic_entry(b, t, error: int = 0):
 
 
 @handles(MetadataRequest, MetadataResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     v = ctx.api_version
     if req.topics is None or (v == 0 and not req.topics):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
+from ..context import BrokerContext
 from ..offset_store import OffsetAndMetadata
 from ..registry import handles
 
@@ -48,7 +49,7 @@ def metadata_too_large(metadata: str | None, faults) -> bool:
 
 
 @handles(OffsetCommitRequest, OffsetCommitResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     v = ctx.api_version
     # KafkaApis.handleOffsetCommitRequest: partitions that do not exist are answered UNKNOWN_TOPIC_OR_PARTITION by

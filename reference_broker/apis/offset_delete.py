@@ -13,6 +13,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 47
@@ -23,7 +24,7 @@ PartResp = TopicResp.OffsetDeleteResponsePartition
 
 
 @handles(OffsetDeleteRequest, OffsetDeleteResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     coord = ctx.broker.groups
     err = await ctx.broker.coordinator_error(req.group_id)
     if err:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
+from ..context import BrokerContext
 from ..group_coordinator import append_error
 from ..registry import handles
 
@@ -33,7 +34,7 @@ async def _stable_error(b, group_id: str, require_stable: bool) -> int:
     return append_error(err)
 
 
-UNSTABLE_OFFSET_COMMIT = 88
+UNSTABLE_OFFSET_COMMIT = E.UnstableOffsetCommitError.errno
 
 
 def _lookup(b, group_id: str, topics, stable: bool = False):
@@ -60,7 +61,7 @@ def _lookup(b, group_id: str, topics, stable: bool = False):
 
 
 @handles(OffsetFetchRequest, OffsetFetchResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     if ctx.api_version >= 8:
         G = OffsetFetchResponse.OffsetFetchResponseGroup

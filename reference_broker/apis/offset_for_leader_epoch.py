@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 23
@@ -21,7 +22,7 @@ PartResp = TopicResp.EpochEndOffset
 
 
 @handles(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     topics = []
     for t in req.topics:

@@ -52,18 +52,20 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from ..context import BrokerContext
 from ..log import batch as B
-from ..purgatory import ProducePartitionStatus
+from ..partition import AppendOrigin
 from ..registry import CloseConnection, handles
+from ..replica_manager import AppendEntry
 
 API_KEY = 0
 VERSIONS = (3, 12)
 
 TopicResp = ProduceResponse.TopicProduceResponse
 PartResp = TopicResp.PartitionProduceResponse
-INVALID_TXN_STATE = 48
-CONCURRENT_TRANSACTIONS = 51
-TRANSACTION_ABORTABLE = 120
+INVALID_TXN_STATE = E.InvalidTxnStateError.errno
+CONCURRENT_TRANSACTIONS = E.ConcurrentTransactionsError.errno
+TRANSACTION_ABORTABLE = E.TransactionAbortableError.errno
 ADD_RETRY_BACKOFF_S, ADD_RETRY_MAX_S = 0.02, 0.1    # add.partitions.to.txn.retry.backoff.ms / .max.ms defaults
 
 
@@ -110,13 +112,13 @@ def validate_batch(records, max_bytes: int) -> tuple[int, B.BatchHeader | None, 
 # AddPartitionsToTxnManager): retriable ones become NOT_ENOUGH_REPLICAS, a fenced producer INVALID_PRODUCER_EPOCH,
 # a partition outside the transaction INVALID_TXN_STATE (Produce v3-v10).
 VERIFY_ERRORS = {
-    51: E.NotEnoughReplicasError.errno,                        # CONCURRENT_TRANSACTIONS
+    E.ConcurrentTransactionsError.errno: E.NotEnoughReplicasError.errno,
     E.NetworkExceptionError.errno: E.NotEnoughReplicasError.errno,
     E.CoordinatorLoadInProgressError.errno: E.NotEnoughReplicasError.errno,
     E.CoordinatorNotAvailableError.errno: E.NotEnoughReplicasError.errno,
     E.NotCoordinatorError.errno: E.NotEnoughReplicasError.errno,
-    90: E.InvalidProducerEpochError.errno,                     # PRODUCER_FENCED
-    120: INVALID_TXN_STATE,                                    # TRANSACTION_ABORTABLE
+    E.ProducerFencedError.errno: E.InvalidProducerEpochError.errno,
+    E.TransactionAbortableError.errno: INVALID_TXN_STATE,
 }
 
 
@@ -213,14 +215,13 @@ def refused_response(req, err: int):
 
 
 @handles(ProduceRequest, ProduceResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     acks = req.acks
     refusal = 0 if b.faults.on("txn.produce_txn_checks_off") else request_refusal(req)
     if refusal:
         return refused_response(req, refusal)
     results: dict[tuple[str, int], list] = {}   # (topic, partition) -> [error, base_offset, message]
-    waits = []
     checked: dict[tuple[str, int], tuple] = {}   # passed every check before the append: (partition, bytes, header)
     for td in req.topic_data:
         for pd in td.partition_data:
@@ -248,34 +249,23 @@ async def handle(ctx, req):
             if err:
                 results[key] = [err, -1, None]
                 continue
-            if (acks == -1 and len(p.isr) < p.effective_min_isr
-                    and not b.faults.on("produce.ignore_min_insync")):
-                results[key] = [E.NotEnoughReplicasError.errno, -1,
-                                f"ISR {sorted(p.isr)} smaller than min.insync.replicas {p.effective_min_isr}"]
-                continue
             checked[key] = (p, data, header)
     if checked:
         refused = await verify_transactional(b, req, {k: h for k, (_p, _d, h) in checked.items()}, ctx.api_version)
-        for key, (p, data, header) in checked.items():
-            if key in refused:
-                results[key] = [refused[key], -1, None]
-                continue
-            res = p.append_as_leader(data, header, b.clock.wall_ms())
-            results[key] = [res.error, res.base_offset, res.error_message]
-            if res.error == 0 and acks == -1:
-                waits.append(ProducePartitionStatus(key[0], key[1], res.base_offset + header.last_offset_delta + 1))
+        for key in refused:
+            results[key] = [refused[key], -1, None]
+        # ReplicaManager.appendRecords (origin CLIENT): min.insync.replicas, sequences, the append, acks=all.
+        pending = b.replicas.append_records(
+            [AppendEntry(key[0], key[1], data, header) for key, (_p, data, header) in checked.items()
+             if key not in refused], acks, AppendOrigin.CLIENT, max(req.timeout_ms, 0) / 1000)
+        for key, r in (await pending.wait()).items():         # acks=0/1: at once
+            results[key] = [r.error, r.base_offset, r.message]
     if acks == 0:
         failed = {k: v for k, v in results.items() if v[0]}
         if failed:
             # KafkaApis.handleProduceRequest: with acks=0 the only signal is closing the connection
             raise CloseConnection(f"acks=0 produce failed for {sorted(failed)}")
         return None
-    if waits:
-        await b.replicas.wait_replicated(waits, max(req.timeout_ms, 0) / 1000)
-        for s in waits:
-            results[(s.topic, s.partition_index)][0] = s.error
-            if s.message:
-                results[(s.topic, s.partition_index)][2] = s.message
     by_topic: dict[str, list] = {}
     for (topic, idx), (err, base, msg) in results.items():
         if msg is not None and not msg.startswith("Invalid magic"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kafka.protocol.consumer import SyncGroupRequest, SyncGroupResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 
 API_KEY = 14
@@ -16,7 +17,7 @@ VERSIONS = (0, 5)
 
 
 @handles(SyncGroupRequest, SyncGroupResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     v = ctx.api_version
     err = await ctx.broker.coordinator_error(req.group_id)
     if err:

@@ -25,22 +25,23 @@ from __future__ import annotations
 from kafka import errors as E
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
+from ..context import BrokerContext
 from ..offset_store import OFFSETS_TOPIC, OffsetAndMetadata
 from ..registry import handles
 from .offset_commit import metadata_too_large
 
 API_KEY = 28
 VERSIONS = (0, 5)
-TRANSACTION_ABORTABLE = 120
-PRODUCER_FENCED = 90
-CONCURRENT_TRANSACTIONS = 51
+TRANSACTION_ABORTABLE = E.TransactionAbortableError.errno
+PRODUCER_FENCED = E.ProducerFencedError.errno
+CONCURRENT_TRANSACTIONS = E.ConcurrentTransactionsError.errno
 
 TopicR = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 PartR = TopicR.TxnOffsetCommitResponsePartition
 
 
 @handles(TxnOffsetCommitRequest, TxnOffsetCommitResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     v = ctx.api_version
     err = await b.coordinator_error(req.group_id)

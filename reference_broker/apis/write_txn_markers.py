@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
+from ..context import BrokerContext
 from ..registry import handles
 from ..txn_coordinator import Marker
 
@@ -30,7 +31,7 @@ def transaction_version(api_version: int, marker) -> int:
 
 
 @handles(WriteTxnMarkersRequest, WriteTxnMarkersResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: BrokerContext, req):
     b = ctx.broker
     markers = [Marker(t.name, p, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result,
                       transaction_version(ctx.api_version, m))

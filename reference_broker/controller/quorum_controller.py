@@ -32,16 +32,16 @@ from .placement import place
 
 log = logging.getLogger("reference_broker.controller")
 
-NOT_CONTROLLER = 41
-STALE_BROKER_EPOCH = 77
-ELECTION_NOT_NEEDED = 84
-PREFERRED_LEADER_NOT_AVAILABLE = 80
-ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
-INVALID_UPDATE_VERSION = 95
-UNKNOWN_TOPIC_ID = 100
-DUPLICATE_BROKER_REGISTRATION = 101
-INCONSISTENT_CLUSTER_ID = 104
-INELIGIBLE_REPLICA = 107
+NOT_CONTROLLER = E.NotControllerError.errno
+STALE_BROKER_EPOCH = E.StaleBrokerEpochError.errno
+ELECTION_NOT_NEEDED = E.ElectionNotNeededError.errno
+PREFERRED_LEADER_NOT_AVAILABLE = E.PreferredLeaderNotAvailableError.errno
+ELIGIBLE_LEADERS_NOT_AVAILABLE = E.EligibleLeadersNotAvailableError.errno
+INVALID_UPDATE_VERSION = E.InvalidUpdateVersionError.errno
+UNKNOWN_TOPIC_ID = E.UnknownTopicIdError.errno
+DUPLICATE_BROKER_REGISTRATION = E.DuplicateBrokerRegistrationError.errno
+INCONSISTENT_CLUSTER_ID = E.InconsistentClusterIdError.errno
+INELIGIBLE_REPLICA = E.IneligibleReplicaError.errno
 PREFERRED, UNCLEAN = 0, 1
 # the topic configs known before every Kafka topic config was (test-only switch topics.nine_configs_only)
 NINE_CONFIGS = frozenset({"min.insync.replicas", "max.message.bytes", "segment.bytes", "unclean.leader.election.enable",

@@ -571,6 +571,21 @@ class _TxnLog:
         self.records.setdefault(index, []).append(batch)
         return len(self.records[index])
 
+    def partition_for(self, key: str) -> int:
+        from reference_broker.offset_store import partition_for
+
+        return partition_for(key, 1)          # transaction.state.log.num.partitions=1 in _coordinator
+
+    async def write(self, index: int, batch: bytes, timeout_s: float) -> int:
+        """CoordinatorPartitionWriter.write: append, wait for the commit, the coordinator's error on a refusal."""
+        from reference_broker.offset_store import TXN, AppendError, coordinator_error
+
+        try:
+            end = self.append(index, batch)
+        except AppendError as e:
+            return coordinator_error(e.code, TXN)
+        return coordinator_error(await self.wait_committed(index, end, timeout_s), TXN)
+
     def read(self, index: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         return b"", len(self.records.get(index, []))
 

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kafka.errors import NotLeaderForPartitionError
 from kafka.protocol.api_key import ApiKey
 
 from .. import errors as E
@@ -30,7 +31,7 @@ from .framed import FramedToxic
 log = logging.getLogger("chaos.proxy.kafka")
 
 ACTIONS = ("error", "drop", "delay", "close")
-NOT_LEADER_OR_FOLLOWER = 6
+NOT_LEADER_OR_FOLLOWER = NotLeaderForPartitionError.errno
 
 
 @dataclass

@@ -12,6 +12,7 @@ epochs per ISR member (KIP-903, AlterPartition v3): GAPS.md.
 from __future__ import annotations
 
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 from ..messages import AlterPartitionRequest, AlterPartitionResponse
 from ..quorum_controller import STALE_BROKER_EPOCH
 
@@ -23,7 +24,7 @@ PartData = TopicData.PartitionData
 
 
 @CONTROLLER.handles(AlterPartitionRequest, AlterPartitionResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
     if c.check_broker_epoch(req.broker_id, req.broker_epoch):
         return AlterPartitionResponse(throttle_time_ms=0, error_code=STALE_BROKER_EPOCH, topics=[])

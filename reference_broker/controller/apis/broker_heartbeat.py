@@ -12,6 +12,7 @@ the controller's ticker.
 from __future__ import annotations
 
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 from ..messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 
 API_KEY = 63
@@ -19,7 +20,7 @@ VERSIONS = (0, 0)
 
 
 @CONTROLLER.handles(BrokerHeartbeatRequest, BrokerHeartbeatResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     r = ctx.node.controller.heartbeat(req.broker_id, req.broker_epoch, req.current_metadata_offset,
                                       req.want_fence, req.want_shut_down)
     return BrokerHeartbeatResponse(throttle_time_ms=0, error_code=r.error, is_caught_up=r.is_caught_up,

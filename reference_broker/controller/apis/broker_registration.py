@@ -7,6 +7,7 @@ DUPLICATE_BROKER_REGISTRATION while another incarnation of the same id still has
 from __future__ import annotations
 
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 from ..messages import BrokerRegistrationRequest, BrokerRegistrationResponse
 
 API_KEY = 62
@@ -14,7 +15,7 @@ VERSIONS = (0, 0)
 
 
 @CONTROLLER.handles(BrokerRegistrationRequest, BrokerRegistrationResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     err, epoch = ctx.node.controller.register_broker(
         req.broker_id, req.cluster_id, str(req.incarnation_id), req.host, req.port, req.replication_host,
         req.replication_port, req.rack)

@@ -23,6 +23,7 @@ from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from ...registry import CONTROLLER
 from ...topic_config import effective_topic_configs
+from ..context import ControllerContext
 
 API_KEY = 19
 VERSIONS = (2, 7)
@@ -32,7 +33,7 @@ Result = CreateTopicsResponse.CreatableTopicResult
 
 
 @CONTROLLER.handles(CreateTopicsRequest, CreateTopicsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
     counts = Counter(t.name for t in req.topics)
     errors = []

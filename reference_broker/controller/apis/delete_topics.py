@@ -11,6 +11,7 @@ from kafka import errors as E
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 
 API_KEY = 20
 VERSIONS = (1, 6)
@@ -20,7 +21,7 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 
 
 @CONTROLLER.handles(DeleteTopicsRequest, DeleteTopicsResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]

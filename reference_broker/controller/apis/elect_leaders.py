@@ -10,6 +10,7 @@ from __future__ import annotations
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 
 API_KEY = 43
 VERSIONS = (0, 2)
@@ -20,7 +21,7 @@ PartResult = Result.PartitionResult
 
 
 @CONTROLLER.handles(ElectLeadersRequest, ElectLeadersResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
     etype = req.election_type if ctx.api_version >= 1 else 0
     if req.topic_partitions is None:

@@ -14,6 +14,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from ...metadata.records import METADATA_TOPIC
 from ...registry import CONTROLLER
+from ..context import ControllerContext
 
 API_KEY = 1
 VERSIONS = (12, 12)
@@ -28,7 +29,7 @@ def _part(index: int, err: int, records: bytes, end: int) -> PartData:
 
 
 @CONTROLLER.handles(FetchRequest, FetchResponse, VERSIONS)
-async def handle(ctx, req):
+async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
     want = [(t.topic, fp) for t in req.topics for fp in t.partitions]
     if len(want) != 1 or want[0][0] != METADATA_TOPIC or want[0][1].partition != 0:
