@@ -225,3 +225,32 @@ def test_an_injected_skip_is_found_beside_injected_duplicates(run, txn, data):
     skips = res.anomalies["poll-skip"] + res.anomalies["int-poll-skip"]
     assert [c["skipped"] for c in skips] == [[logs[q][o]]]
     assert sorted(c["value"] for c in res.anomalies["duplicate"]) == sorted(dups)
+
+
+# ---------------------------------------------------------------- the chaos matrix's verdict on such runs
+
+
+def test_chaos_matrix_accepts_a_run_whose_only_anomaly_is_the_clients_duplicate(tmp_path):
+    """benchmarks/chaos_matrix.py: a safe cell whose producer (idempotence off) sent a value twice is as expected
+    when the duplicate is its only anomaly - now also for a result recorded before the fix, whose poll-order
+    cases of the duplicate's second copy it checks again - and not when a genuine skip sits beside it."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import chaos_matrix as m
+
+    def cell(name: str, ops: list[dict], bad: list[str]) -> m.Cell:
+        path = tmp_path / f"{name}.jsonl"
+        write_jsonl(History("dup", ops, settings={"sub_via": ["assign"]}), str(path))
+        c = m.Cell("reference", "kill", "confluent", 0, "valid")
+        c.result = {"exit": 1, "bad": bad, "history": str(path), "counts": {b: 1 for b in bad}}
+        return c
+
+    logs, polls = NOISE["reads the first copy and goes on, poll by poll"]
+    assert m.met(cell("now", build(logs, polls), ["duplicate"]))
+    old = cell("old", build(logs, polls), ["duplicate", "int-nonmonotonic-poll", "poll-skip"])  # before the fix
+    assert m.only_client_duplicates(old) and m.met(old)
+    logs, polls, _ = GENUINE["poll-skip"]
+    assert not m.met(cell("skip", build(logs, polls), ["duplicate", "poll-skip"]))
+    assert not m.met(cell("lost", build(logs, polls), ["duplicate", "lost-write"]))
