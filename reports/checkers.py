@@ -4,8 +4,11 @@ Columnar: one Python pass over the operations copies each record's (topic, parti
 lists (C-level ``map`` per poll, never a Python statement per record); numpy then answers every question for all
 topic-partitions at once - which value was first seen at each offset (the version order), who read and wrote what,
 the successive reads and sends of each process - and only the rows it flags become cases, built in Python with
-their evidence (key, values, offsets, operations). :mod:`reports.checkers_simple` is the same analysis record by
-record; the tests hold the two to identical cases, and it is the fallback for what int64 columns cannot hold.
+their evidence (key, values, offsets, operations). A value seen at two offsets is one ``duplicate`` case: a read or
+send of it stands at the copy it carries, and steps along the version order count only values that are not
+duplicated, so the copies make no skip or step back of their own (issue 24). :mod:`reports.checkers_simple` is the
+same analysis record by record; the tests hold the two to identical cases, and it is the fallback for what int64
+columns cannot hold.
 
 Which anomalies are acceptable under which settings is decided in ONE place: :data:`ACCEPTABLE`.
 """
@@ -574,7 +577,7 @@ class _Columns:
         i1 = idx[ends[prev]]
         i2 = idx[starts[cur]]
         d = i2 - i1
-        flag = (i1 >= 0) & (i2 >= 0) & ((d < 1) | (d > 1) if skips else (d < 1))
+        flag = (i1 >= 0) & (i2 >= 0) & ((d != 1) if skips else (d < 1))
         if skips and self.kept is not None:
             fwd = np.flatnonzero(flag & (d > 1))
             flag[fwd[self.steps(g_key[cur[fwd]], i1[fwd], i2[fwd]) <= 1]] = False
