@@ -4,8 +4,11 @@ Columnar: one Python pass over the operations copies each record's (topic, parti
 lists (C-level ``map`` per poll, never a Python statement per record); numpy then answers every question for all
 topic-partitions at once - which value was first seen at each offset (the version order), who read and wrote what,
 the successive reads and sends of each process - and only the rows it flags become cases, built in Python with
-their evidence (key, values, offsets, operations). :mod:`reports.checkers_simple` is the same analysis record by
-record; the tests hold the two to identical cases, and it is the fallback for what int64 columns cannot hold.
+their evidence (key, values, offsets, operations). A value seen at two offsets is one ``duplicate`` case: a read or
+send of it stands at the copy it carries, and steps along the version order count only values that are not
+duplicated, so the copies make no skip or step back of their own (issue 24). :mod:`reports.checkers_simple` is the
+same analysis record by record; the tests hold the two to identical cases, and it is the fallback for what int64
+columns cannot hold.
 
 Which anomalies are acceptable under which settings is decided in ONE place: :data:`ACCEPTABLE`.
 """
@@ -305,6 +308,7 @@ class _Columns:
         self.dup_chosen = bool(len(chosen)) and int(np.bincount(chosen).max()) > 1
         bv[bv == big] = -1
         self.bv = bv  # value -> first dense index among chosen values (Jepsen's :by-value), -1 if none
+        self.p_idx = self.s_idx = self.kept = None
         if not self.conflicted.any() and not self.dup_chosen:
             self.first_index = self.last_index = bv
         else:
@@ -315,7 +319,29 @@ class _Columns:
             li = np.full(n_kv, -1, dtype=np.int64)
             np.maximum.at(li, o_kv, i_obs)
             self.first_index, self.last_index = fi, li
+            dup = fi != li
+            if dup.any():
+                self._places(dup, i_obs, p_rank, s_rank, ok_rows, info_rows, n_p + len(ok_rows))
         self._obs = (o_key, o_off, o_kv, o_pos, ko, dense, chosen)
+
+    def _places(self, dup: np.ndarray, i_obs: np.ndarray, p_rank: np.ndarray, s_rank: np.ndarray,
+                ok_rows: np.ndarray, info_rows: np.ndarray, info_at: int) -> None:
+        """With duplicates (a value at two or more offsets): a read or send of a duplicated value stands at the
+        offset it carries (when that offset is observed: a read's, an ok send's, a read info send's), not at its
+        first copy, and gaps count only values that are not duplicated (``kept``: per slot of the version order,
+        how many such values come before it). Without that, a reader that read every record would skip the
+        copies and go back to them; the duplicate case already reports them."""
+        p_idx = self.bv[self.p_kv]
+        m = dup[self.p_kv]
+        p_idx[m] = i_obs[p_rank[m]]
+        s_idx = self.bv[self.s_kv]
+        obs = np.full(len(self.s_kv), -1, dtype=np.int64)
+        obs[ok_rows] = s_rank
+        obs[info_rows] = info_at + np.arange(len(info_rows))
+        m = dup[self.s_kv] & (obs >= 0)
+        s_idx[m] = i_obs[obs[m]]
+        self.p_idx, self.s_idx, self.dup_kv = p_idx, s_idx, dup
+        self.kept = np.concatenate(([0], np.cumsum(~dup[self.by_index])))
 
     # ------------------------------------------------------------------ successions per process
 
@@ -407,9 +433,20 @@ class _Columns:
         row = int(self.writer_rows()[0][kv])
         return self.ref(self.s_pos[row]) if row >= 0 else None
 
-    def skipped(self, key: int, i1: int, d: int) -> list:
+    def skipped(self, key: int, i1: int, i2: int) -> list:
         s = self.key_start[key]
-        return [self.val(x) for x in self.by_index[s + i1 + 1: s + i1 + d]]
+        slots = self.by_index[s + i1 + 1: s + i2]
+        if self.kept is not None:
+            slots = slots[~self.dup_kv[slots]]
+        return [self.val(x) for x in slots]
+
+    def steps(self, key: int, i1: np.ndarray, i2: np.ndarray) -> np.ndarray:
+        """Forward steps ``i1 -> i2`` along the version order of ``key`` (arrays), duplicated values not counted:
+        1 when the step skipped nothing but copies of duplicated values."""
+        if self.kept is None:
+            return i2 - i1
+        s = self.key_start[key]
+        return self.kept[s + i2] - self.kept[s + i1 + 1] + 1
 
     # ------------------------------------------------------------------ the analysis
 
@@ -501,48 +538,57 @@ class _Columns:
                     "key": self.key_name[key], "value": self.val(x), "index": i_last if i_last >= 0 else None,
                     "max_read_index": b, "writer": self.writer_ref(x)}))
 
-    def _inner(self, found: dict, kv: np.ndarray, key: np.ndarray, pos: np.ndarray, starts: np.ndarray,
-               skip: str, back: str) -> None:
+    def _inner(self, found: dict, kv: np.ndarray, idx: np.ndarray, key: np.ndarray, pos: np.ndarray,
+               starts: np.ndarray, skip: str, back: str) -> None:
         """Successive values inside one group (a poll's or a batch's records of one key) must be successive
-        in the version order."""
+        in the version order (``idx``: each row's place in it)."""
         if len(kv) < 2:
             return
-        idx = self.bv[kv]
         inner = np.ones(len(kv) - 1, dtype=bool)
         inner[starts[1:] - 1] = False  # the last row of a group pairs with nothing
         d = idx[1:] - idx[:-1]
         bad = np.flatnonzero(inner & (idx[1:] >= 0) & (idx[:-1] >= 0) & (d != 1))
+        if self.kept is not None and len(bad):  # a step over duplicated values only is no skip
+            fwd = d[bad] > 1
+            bad = bad[~fwd | (self.steps(key[bad], idx[bad], idx[bad + 1]) > 1)]
         for r in bad.tolist():
             a, b, dd, k = int(kv[r]), int(kv[r + 1]), int(d[r]), int(key[r])
             case = {"key": self.key_name[k], "values": [self.val(a), self.val(b)], "delta": dd}
             if dd > 1:
-                case["skipped"] = self.skipped(k, int(idx[r]), dd)
+                i1 = int(idx[r])
+                case["delta"] = int(self.steps(k, i1, i1 + dd))
+                case["skipped"] = self.skipped(k, i1, i1 + dd)
                 case["op"] = self.ref(pos[r])
                 found[skip].append(((k, int(pos[r]), r), case))
             else:
                 case["op"] = self.ref(pos[r])
                 found[back].append(((k, int(pos[r]), r), case))
 
-    def _across(self, found: dict, kv: np.ndarray, key: np.ndarray, pos: np.ndarray, proc: np.ndarray,
-                starts: np.ndarray, bad: Callable[[np.ndarray], np.ndarray], name: Callable[[int], str],
-                polls: bool) -> None:
+    def _across(self, found: dict, kv: np.ndarray, idx: np.ndarray, key: np.ndarray, pos: np.ndarray,
+                proc: np.ndarray, starts: np.ndarray, skips: bool, name: Callable[[int], str], polls: bool) -> None:
         """One process's successive groups of a key: the last value of one against the first of the next, in
-        the version order; ``bad(deltas)`` flags the pairs that are cases, ``name(delta)`` says which anomaly."""
+        the version order (``idx``: each row's place in it); a step back (or in place) is a case, and a step
+        forward over a value that is not duplicated too if ``skips``; ``name(delta)`` says which anomaly."""
         if not len(starts):
             return
         ends = np.append(starts[1:], len(kv)) - 1
         g_key, g_pos = key[starts], pos[starts]
         prev, cur = self._successions(proc[starts], g_key, g_pos, polls)
-        i1 = self.bv[kv[ends[prev]]]
-        i2 = self.bv[kv[starts[cur]]]
+        i1 = idx[ends[prev]]
+        i2 = idx[starts[cur]]
         d = i2 - i1
-        for j in np.flatnonzero((i1 >= 0) & (i2 >= 0) & bad(d)).tolist():
+        flag = (i1 >= 0) & (i2 >= 0) & ((d != 1) if skips else (d < 1))
+        if skips and self.kept is not None:
+            fwd = np.flatnonzero(flag & (d > 1))
+            flag[fwd[self.steps(g_key[cur[fwd]], i1[fwd], i2[fwd]) <= 1]] = False
+        for j in np.flatnonzero(flag).tolist():
             p, c = int(prev[j]), int(cur[j])
             k, dd = int(g_key[c]), int(d[j])
             a, b = int(kv[ends[p]]), int(kv[starts[c]])
             case = {"key": self.key_name[k], "values": [self.val(a), self.val(b)], "delta": dd}
             if dd > 1:
-                case["skipped"] = self.skipped(k, int(i1[j]), dd)
+                case["delta"] = int(self.steps(k, int(i1[j]), int(i2[j])))
+                case["skipped"] = self.skipped(k, int(i1[j]), int(i2[j]))
             case["ops"] = [self.ref(g_pos[p]), self.ref(g_pos[c])]
             found[name(dd)].append(((k, int(g_pos[c])), case))
 
@@ -556,8 +602,9 @@ class _Columns:
         """poll-skip / nonmonotonic-poll across a process's polls; int-* inside one poll."""
         perm, starts = self.poll_groups()
         kv, key, pos, proc = self.p_kv[perm], self.p_key[perm], self.p_pos[perm], self.p_proc[perm]
-        self._inner(found, kv, key, pos, starts, "int-poll-skip", "int-nonmonotonic-poll")
-        self._across(found, kv, key, pos, proc, starts, lambda d: d != 1,
+        idx = self.bv[kv] if self.p_idx is None else self.p_idx[perm]
+        self._inner(found, kv, idx, key, pos, starts, "int-poll-skip", "int-nonmonotonic-poll")
+        self._across(found, kv, idx, key, pos, proc, starts, True,
                      lambda d: "poll-skip" if d > 1 else "nonmonotonic-poll", polls=True)
 
     def _send_cases(self, found: dict) -> None:
@@ -566,9 +613,10 @@ class _Columns:
         perm, starts = _groups(self.s_seg[live], self.s_key[live], self.n_keys)
         rows = live[perm]
         kv, key, pos, proc = self.s_kv[rows], self.s_key[rows], self.s_pos[rows], self.s_proc[rows]
-        self._inner(found, kv, key, pos, starts, "int-send-skip", "int-nonmonotonic-send")
+        idx = self.bv[kv] if self.s_idx is None else self.s_idx[rows]
+        self._inner(found, kv, idx, key, pos, starts, "int-send-skip", "int-nonmonotonic-send")
         # a later send landing anywhere before an earlier one (or at it) is a case; gaps are other producers'
-        self._across(found, kv, key, pos, proc, starts, lambda d: d < 1, lambda d: "nonmonotonic-send", polls=False)
+        self._across(found, kv, idx, key, pos, proc, starts, False, lambda d: "nonmonotonic-send", polls=False)
 
 
 def check(ops: Iterable[dict], settings: dict | None = None) -> CheckResult:

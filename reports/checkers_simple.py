@@ -32,7 +32,7 @@ class NotCheckedWarning(UserWarning):
 
 _MISSING = object()
 _PREV_VALUE = itemgetter(1)
-_CUR_VALUE = itemgetter(3)
+_CUR_VALUE = itemgetter(4)
 
 
 class _Key:
@@ -48,10 +48,11 @@ class _Key:
         self.conflicts: dict[int, list] = {}  # offset -> all values when more than one
         self.writers: dict[Any, tuple[int, str]] = {}  # value -> (op position, completion type)
         self.readers: dict[Any, int] = {}  # value -> first ok poll (position) that read it
-        self.polls: list[tuple[int, list]] = []  # (position, values) for polls with >= 2 records of this key
-        self.poll_pairs: list[tuple] = []  # (prev pos, prev last value, pos, first value)
-        self.send_pairs: list[tuple] = []  # (prev pos, prev value, pos, value)
-        self.batches: list[tuple[int, list]] = []  # (position, values) for batches with >= 2 sends to this key
+        # (values' offsets ride along: a duplicated value's place is the copy that was read or sent)
+        self.polls: list[tuple] = []  # (position, values, offsets) for polls with >= 2 records of this key
+        self.poll_pairs: list[tuple] = []  # (prev pos, prev last value, its offset, pos, first value, its offset)
+        self.send_pairs: list[tuple] = []  # (prev pos, prev value, prev send, pos, value, send)
+        self.batches: list[tuple] = []  # (position, values, sends) for batches with >= 2 sends to this key
         self.info_offsets: list[tuple[int, Any]] = []  # offsets reported by info sends (used only if read)
         self.failed: list = []  # values of failed sends (G1a candidates)
         self.log_first = self.log.setdefault  # bound once: the hot loop calls it per record
@@ -103,6 +104,7 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
         n_records += len(recs)
         # One pass; Kafka returns each partition's records contiguously, so switch key only on a change.
         groups: dict[_Key, list] = {}
+        offs: dict[_Key, list] = {}
         cur_t = cur_p = None
         for r in recs:
             t = r["topic"]
@@ -116,9 +118,11 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
                 vals = groups.get(ks)
                 if vals is None:
                     vals = groups[ks] = []
+                    offs[ks] = []
                 log_first = ks.log_first
                 readers = ks.readers
                 add = vals.append
+                add_off = offs[ks].append
             v = r["value"]
             off = r["offset"]
             prev = log_first(off, v)
@@ -127,16 +131,18 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
             if v not in readers:
                 readers[v] = pos
             add(v)
+            add_off(off)
         lr = last_read.get(p)
         if lr is None:
             lr = last_read[p] = {}
         for ks, vals in groups.items():
+            o = offs[ks]
             if len(vals) > 1:
-                ks.polls.append((pos, vals))
+                ks.polls.append((pos, vals, o))
             prev = lr.get(ks)
             if prev is not None:
-                ks.poll_pairs.append((prev[0], prev[1], pos, vals[0]))
-            lr[ks] = (pos, vals[-1])
+                ks.poll_pairs.append((prev[0], prev[1], prev[2], pos, vals[0], o[0]))
+            lr[ks] = (pos, vals[-1], o[-1])
 
     def send_records(pos: int, p: int, typ: str, recs: list) -> None:
         """A batch send's records (or a txn's sends: a batch with the txn's outcome)."""
@@ -164,16 +170,17 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
                     ks.observe(off, v)
                 else:
                     ks.info_offsets.append((off, v))
+            sent = (off, typ)
             if batch is not None:
-                batch.setdefault(ks, []).append(v)
+                batch.setdefault(ks, []).append((v, sent))
             prev = ls.get(ks)
             if prev is not None and prev[0] != pos:  # pairs inside one batch are internal, checked below
-                ks.send_pairs.append((prev[0], prev[1], pos, v))
-            ls[ks] = (pos, v)
+                ks.send_pairs.append((prev[0], prev[1], prev[2], pos, v, sent))
+            ls[ks] = (pos, v, sent)
         if batch:
-            for ks, vals in batch.items():
-                if len(vals) > 1:
-                    ks.batches.append((pos, vals))
+            for ks, sent in batch.items():
+                if len(sent) > 1:
+                    ks.batches.append((pos, [x[0] for x in sent], [x[1] for x in sent]))
 
     # invokes never completed are indeterminate, exactly like info completions: treated as one at the invoke
     pending = {pos for pos in pending_invokes(ops) if ops[pos]["f"] in ("send", "poll", "txn")}
@@ -219,10 +226,11 @@ def _analyze(ops: Sequence[dict], settings: dict | None) -> CheckResult:
                 ls = last_send.get(p)
                 if ls is None:
                     ls = last_send[p] = {}
+                sent = (off, typ)
                 prev = ls.get(ks)
                 if prev is not None:
-                    ks.send_pairs.append((prev[0], prev[1], pos, v))
-                ls[ks] = (pos, v)
+                    ks.send_pairs.append((prev[0], prev[1], prev[2], pos, v, sent))
+                ls[ks] = (pos, v, sent)
                 continue
             send_records(pos, op["process"], typ, value["records"])
         elif f == "txn":
@@ -367,67 +375,103 @@ def _analyze_key(key: str, ks: _Key, out: dict[str, list[dict]], ops: Sequence[d
                                       "writer": _op_ref(ops, wpos)})
 
     bv = by_value.get
+    # A value seen at two or more offsets (a duplicate) has a place per copy: a read or send of it stands at the
+    # offset it carries (a read's, an ok send's, an info send's whose value was read), and a gap in the version
+    # order that holds only copies of duplicated values skips nothing new. The duplicate case reports them once;
+    # only Jepsen's value-at-first-offset place would make a reader that read every record skip or go back.
+    dups = {x for x, offs in value_offsets.items() if len(offs) > 1}
+    if dups:
+        at_offset = {off: i for i, off in enumerate(offsets)}.get
+        kept = [0]  # kept[j]: values of the order before index j that are not duplicated
+        for x in by_index:
+            kept.append(kept[-1] + (x not in dups))
 
-    def delta_of(v1: Any, v2: Any) -> int | None:
-        i1 = bv(v1)
-        i2 = bv(v2)
-        if i1 is None or i2 is None:
-            return None
-        return i2 - i1
+        def place(v: Any, off: Any) -> int | None:
+            if v in dups and off is not None:
+                i = at_offset(off)
+                if i is not None:
+                    return i
+            return bv(v)
+
+        def sent_place(v: Any, sent: tuple) -> int | None:
+            off, typ = sent
+            return place(v, off if typ == "ok" or v in readers else None)
+
+        def skipped(i1: int, i2: int) -> list:
+            return [x for x in by_index[i1 + 1: i2] if x not in dups]
+
+        def steps(i1: int, i2: int) -> int:
+            """A forward step counted without duplicated values (1 when it skipped nothing new)."""
+            return kept[i2] - kept[i1 + 1] + 1
+    else:
+        def place(v: Any, off: Any) -> int | None:
+            return bv(v)
+
+        def sent_place(v: Any, sent: tuple) -> int | None:
+            return bv(v)
+
+        def skipped(i1: int, i2: int) -> list:
+            return by_index[i1 + 1: i2]
+
+        def steps(i1: int, i2: int) -> int:
+            return i2 - i1
 
     # poll-skip / nonmonotonic-poll across one process's successive polls.
     pairs = ks.poll_pairs
-    if pairs and not _all_steps_are(1, pairs, bv):
-        for ppos, pv, cpos, cv in pairs:
-            i1 = bv(pv)
-            i2 = bv(cv)
+    if pairs and (dups or not _all_steps_are(1, pairs, bv)):
+        for ppos, pv, poff, cpos, cv, coff in pairs:
+            i1 = place(pv, poff)
+            i2 = place(cv, coff)
             if i1 is None or i2 is None or i2 - i1 == 1:
                 continue
-            d = i2 - i1
-            if d > 1:
-                out["poll-skip"].append({"key": key, "values": [pv, cv], "delta": d,
-                                         "skipped": by_index[i1 + 1: i1 + d],
-                                         "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
+            if i2 > i1:
+                d = steps(i1, i2)
+                if d > 1:
+                    out["poll-skip"].append({"key": key, "values": [pv, cv], "delta": d,
+                                             "skipped": skipped(i1, i2),
+                                             "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
             else:
-                out["nonmonotonic-poll"].append({"key": key, "values": [pv, cv], "delta": d,
+                out["nonmonotonic-poll"].append({"key": key, "values": [pv, cv], "delta": i2 - i1,
                                                  "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
     # int-poll-skip / int-nonmonotonic-poll inside one poll.
-    for pos, vals in ks.polls:
-        idx = list(map(bv, vals))
+    for pos, vals, offs in ks.polls:
+        idx = list(map(place, vals, offs))
         i0 = idx[0]
         if i0 is not None and None not in idx and idx == list(range(i0, i0 + len(idx))):
             continue  # the common case: consecutive values of the version order
-        for a, b in zip(vals, vals[1:], strict=False):
-            d = delta_of(a, b)
-            if d is None or d == 1:
+        for a, b, i1, i2 in zip(vals, vals[1:], idx, idx[1:], strict=False):
+            if i1 is None or i2 is None or i2 - i1 == 1:
                 continue
-            if d > 1:
-                i1 = by_value[a]
-                out["int-poll-skip"].append({"key": key, "values": [a, b], "delta": d,
-                                             "skipped": by_index[i1 + 1: i1 + d], "op": _op_ref(ops, pos)})
+            if i2 > i1:
+                d = steps(i1, i2)
+                if d > 1:
+                    out["int-poll-skip"].append({"key": key, "values": [a, b], "delta": d,
+                                                 "skipped": skipped(i1, i2), "op": _op_ref(ops, pos)})
             else:
-                out["int-nonmonotonic-poll"].append({"key": key, "values": [a, b], "delta": d,
+                out["int-nonmonotonic-poll"].append({"key": key, "values": [a, b], "delta": i2 - i1,
                                                      "op": _op_ref(ops, pos)})
     # nonmonotonic-send across one process's successive sends.
     pairs = ks.send_pairs
-    if pairs and not _all_steps_at_least(1, pairs, bv):
-        for ppos, pv, cpos, cv in pairs:
-            d = delta_of(pv, cv)
-            if d is not None and d < 1:
-                out["nonmonotonic-send"].append({"key": key, "values": [pv, cv], "delta": d,
+    if pairs and (dups or not _all_steps_at_least(1, pairs, bv)):
+        for ppos, pv, psent, cpos, cv, csent in pairs:
+            i1 = sent_place(pv, psent)
+            i2 = sent_place(cv, csent)
+            if i1 is not None and i2 is not None and i2 - i1 < 1:
+                out["nonmonotonic-send"].append({"key": key, "values": [pv, cv], "delta": i2 - i1,
                                                  "ops": [_op_ref(ops, ppos), _op_ref(ops, cpos)]})
     # int-nonmonotonic-send / int-send-skip inside one batch.
-    for pos, vals in ks.batches:
-        for a, b in zip(vals, vals[1:], strict=False):
-            d = delta_of(a, b)
-            if d is None or d == 1:
+    for pos, vals, sents in ks.batches:
+        idx = list(map(sent_place, vals, sents))
+        for a, b, i1, i2 in zip(vals, vals[1:], idx, idx[1:], strict=False):
+            if i1 is None or i2 is None or i2 - i1 == 1:
                 continue
-            if d > 1:
-                i1 = by_value[a]
-                out["int-send-skip"].append({"key": key, "values": [a, b], "delta": d,
-                                             "skipped": by_index[i1 + 1: i1 + d], "op": _op_ref(ops, pos)})
+            if i2 > i1:
+                d = steps(i1, i2)
+                if d > 1:
+                    out["int-send-skip"].append({"key": key, "values": [a, b], "delta": d,
+                                                 "skipped": skipped(i1, i2), "op": _op_ref(ops, pos)})
             else:
-                out["int-nonmonotonic-send"].append({"key": key, "values": [a, b], "delta": d,
+                out["int-nonmonotonic-send"].append({"key": key, "values": [a, b], "delta": i2 - i1,
                                                      "op": _op_ref(ops, pos)})
 
 

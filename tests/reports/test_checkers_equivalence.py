@@ -84,8 +84,8 @@ def test_same_cases_as_record_by_record_on_messy_histories(steps):
 @st.composite
 def plausible(draw: st.DrawFn) -> list[tuple]:
     """Mostly right: each partition has a true log that sends append to and consumers read windows of, in
-    order, with a few slips (a jump, a step back, a repeat, a reordered send) and resets between polls - so the
-    successive-poll and successive-send finders see long clean runs and the odd case."""
+    order, with a few slips (a jump, a step back, a repeat, a reordered send, a value appended twice) and resets
+    between polls - so the successive-poll and successive-send finders see long clean runs and the odd case."""
     logs: dict[tuple, list] = {}
     pos: dict[tuple, int] = {}
     steps: list[tuple] = []
@@ -94,8 +94,14 @@ def plausible(draw: st.DrawFn) -> list[tuple]:
         p = draw(st.integers(0, 3))
         tp = (draw(st.sampled_from(TOPICS[:1] + TOPICS)), draw(st.sampled_from(PARTS[:2])))
         log = logs.setdefault(tp, [])
-        kind = draw(st.sampled_from(["send", "send", "poll", "poll", "poll", "assign", "crash", "swap"]))
-        if kind == "swap":  # one producer's two sends land in the opposite order
+        kind = draw(st.sampled_from(["send", "send", "poll", "poll", "poll", "assign", "crash", "swap", "again"]))
+        if kind == "again" and log:  # a value appended a second time (a resend); its ack may name the new copy
+            v = draw(st.sampled_from(log))
+            log.append(v)
+            if draw(st.booleans()):
+                steps.append((p, "send", "ok", {"topic": tp[0], "partition": tp[1], "key": None, "value": v,
+                                                "offset": len(log) - 1}))
+        elif kind == "swap":  # one producer's two sends land in the opposite order
             n = len(log)
             for off in (n + 1, n):
                 nxt += 1
