@@ -1,0 +1,33 @@
+"""The KRaft metadata quorum's Raft core (KIP-595, with KIP-996 pre-vote), as a pure state machine.
+
+What exists (Kafka's names, so a reader can compare with org.apache.kafka.raft):
+- ``client.KafkaRaftClient``: one replica. ``handle(message, now_ms)`` and ``poll(now_ms)`` return the messages to
+  send (``poll`` also the next deadline); ``append`` (scheduleAppend) and ``resign`` for the leader. No sockets, no
+  asyncio, no ``time``/``random`` inside: time comes in as arguments, election jitter from an injected seeded
+  ``random.Random``. Settings are controller.quorum.* (``RaftConfig``); the voter set is static
+  (controller.quorum.voters); non-voters are observers (they fetch and follow, never vote nor count for the HW).
+- ``quorum_state``: ElectionState and the QuorumStateStore that persists it before a vote is answered
+  (``FileQuorumStateStore``: atomic replace with fsync; ``MemoryQuorumStateStore``), and the epoch states
+  Unattached / Prospective (pre-vote) / Candidate / Leader / Follower / Resigned.
+- ``messages``: Vote (with pre-vote), BeginQuorumEpoch, EndQuorumEpoch, Fetch (fetch offset + last fetched epoch,
+  answered with records, the high watermark, or a DivergingEpoch) and their responses, errors by Kafka's names.
+- ``log``: the ReplicatedLog the core needs, epoch-tagged entries with a leader-epoch cache (``MemoryRaftLog``).
+- A listener interface (``RaftListener``: handle_commit, handle_leader_change).
+- ``simulation``: RaftEventSimulationTest's counterpart: many replicas in one process, virtual clock, seeded router
+  (delay, drop, reorder, partitions), crash/restart from persisted state, invariants after every event.
+- ``client.FAULTS``: test-only switches, each breaking one rule; tests/raft shows the simulation catches each.
+
+Left for the integration (issue 25): the controller's wiring (the active controller = the leader; its records are
+``append``ed, brokers become observers and replay ``handle_commit``); the wire format of these RPCs on the
+controller listener and a real event loop driving ``poll``; a file-backed log (segments, fsync before the leader
+counts its own offset); KIP-630 snapshots (FetchSnapshot, log start offset past zero); KIP-853 dynamic voters
+(AddRaftVoter/RemoveRaftVoter, voter directory ids, VotersRecord); DescribeQuorum; Kafka's request manager
+(per-destination backoff) and batching/linger of appends.
+"""
+from .client import FAULTS, KafkaRaftClient, NotLeaderError, RaftConfig, RaftListener, RecordingListener
+from .log import LogEntry, MemoryRaftLog, RaftLog
+from .quorum_state import ElectionState, FileQuorumStateStore, MemoryQuorumStateStore, QuorumStateStore
+
+__all__ = ["FAULTS", "ElectionState", "FileQuorumStateStore", "KafkaRaftClient", "LogEntry", "MemoryQuorumStateStore",
+           "MemoryRaftLog", "NotLeaderError", "QuorumStateStore", "RaftConfig", "RaftListener", "RaftLog",
+           "RecordingListener"]
