@@ -27,6 +27,8 @@ from .quorum_state import (
     UnattachedState,
 )
 
+RETRY_BACKOFF_BASE_MS = 50  # KafkaRaftClient.RETRY_BACKOFF_BASE_MS
+
 # Test-only fault switches: each breaks one rule so the simulation's invariants are shown able to fail.
 FAULTS: dict[str, str] = {
     "vote_twice": "a voter grants a second vote in an epoch it already voted in (KIP-595: one vote per epoch) — "
@@ -106,6 +108,7 @@ class KafkaRaftClient:
         self._corr = 0
         self._observer_target = 0
         self._last_leader_seen: tuple[int, int | None] | None = None
+        self._election_retries = 0  # elections lost in a row: widens the backoff
         self._remembered_votes: dict[int, int] = {}  # "vote_not_persisted" fault only: votes kept in memory
         self._outbox: list[M.RaftMessage] = []
         self.state: EpochState = self._initial_state(store.read() or ElectionState(), now_ms)
@@ -173,6 +176,7 @@ class KafkaRaftClient:
         self._maybe_finish_prevote(now)
 
     def _to_candidate(self, now: int) -> None:
+        self._election_retries += 1
         st = CandidateState(self.epoch + 1, self.id, election_deadline=now + self._election_timeout(),
                             granted={self.id})
         self._transition(st, None)
@@ -203,6 +207,8 @@ class KafkaRaftClient:
 
     def _notify_leader_change(self) -> None:
         cur = (self.epoch, self.leader_id())
+        if cur[1] is not None:
+            self._election_retries = 0
         if cur != self._last_leader_seen:
             self._last_leader_seen = cur
             if self.listener is not None:
@@ -215,8 +221,22 @@ class KafkaRaftClient:
         return t + self.rng.randrange(t)
 
     def _election_backoff(self) -> int:
-        """A random backoff after a lost election, bounded by controller.quorum.election.backoff.max.ms."""
-        return self.config.retry_backoff_ms + self.rng.randrange(max(1, self.config.election_backoff_max_ms))
+        """Kafka's binaryExponentialElectionBackoffMs: a random backoff after a lost election that doubles its range
+        with each retry, bounded by controller.quorum.election.backoff.max.ms."""
+        retries = max(1, self._election_retries)
+        return min(RETRY_BACKOFF_BASE_MS * self.rng.randrange(2 << min(20, retries - 1)),
+                   self.config.election_backoff_max_ms)
+
+    def _end_epoch_backoff(self, preferred: tuple[int, ...]) -> int:
+        """Kafka's strictExponentialElectionBackoffMs: the first preferred successor stands at once, the next ones
+        after backoffs doubling with their rank, so the most caught-up voter usually wins."""
+        pos = preferred.index(self.id) if self.id in preferred else len(preferred)
+        if pos == 0:
+            return 0
+        if pos >= len(preferred):
+            return self.config.election_backoff_max_ms
+        base = self.config.election_backoff_max_ms >> (len(preferred) - 1)
+        return min(self.config.election_backoff_max_ms, base << (pos - 1))
 
     def _check_quorum_timeout(self) -> int:
         return int(self.config.fetch_timeout_ms * 1.5)
@@ -512,12 +532,9 @@ class KafkaRaftClient:
         st = self.state
         if self.is_voter and (isinstance(st, UnattachedState)
                               or (isinstance(st, FollowerState) and st.leader_id == req.leader_id)):
-            # Kafka's endEpochElectionBackoff: the most caught-up successor stands at once, the others after a
-            # binary exponential backoff by their rank, so the preferred one usually wins.
-            pos = req.preferred_successors.index(self.id) if self.id in req.preferred_successors else len(self.voters)
-            backoff = 0 if pos == 0 else min(self.config.election_backoff_max_ms,
-                                              self.config.retry_backoff_ms * 2 ** (pos - 1))
-            self._to_unattached(self.epoch, now, deadline=now + backoff)
+            # Kafka overrides the follower's fetch timeout by rank (endEpochElectionBackoff). The voter also forgets
+            # the leader (unattached), or, under KIP-996, it would refuse every pre-vote for a fetch timeout.
+            self._to_unattached(self.epoch, now, deadline=now + self._end_epoch_backoff(req.preferred_successors))
         self._send(msg.src, M.EndQuorumEpochResponse(M.NONE, self.epoch, self.leader_id()), msg.correlation_id)
 
     def _on_EndQuorumEpochResponse(self, msg: M.RaftMessage, resp: M.EndQuorumEpochResponse, now: int) -> None:
@@ -629,11 +646,14 @@ class KafkaRaftClient:
             # Kafka's truncateToEndOffset: never past what this log itself holds for that epoch.
             _local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
             self.log.truncate_to(min(end, local_end))
-        elif resp.records:
-            if resp.records[0].offset == self.log.end_offset():
+        else:
+            if resp.records and resp.records[0].offset == self.log.end_offset():
                 self.log.append_as_follower(resp.records)
-        if resp.high_watermark >= 0:
-            self.high_watermark = max(self.high_watermark, min(resp.high_watermark, self.log.end_offset()))
+            # Only a validated fetch proves our log matches the leader's up to our end offset: after a truncation
+            # the prefix may still diverge further back, so the HW waits for the next answer (as Kafka's
+            # handleFetchResponse does).
+            if resp.high_watermark >= 0:
+                self.high_watermark = max(self.high_watermark, min(resp.high_watermark, self.log.end_offset()))
         self._send_fetch(st.leader_id, now)
 
     # ---------------------------------------------------------------- listener

@@ -6,8 +6,8 @@ everything in memory) and restart from what they persisted (quorum-state store a
 invariants are checked; the first violation stops the run with an InvariantViolation that names the seed and event.
 Everything random flows from one ``random.Random(seed)``, so a seed replays byte for byte (``trace``).
 
-Invariants (Kafka's simulation checks the first four under similar names):
-- election safety: at most one leader per epoch;
+Invariants (Kafka's simulation checks several under similar names):
+- election safety: at most one leader per epoch, and (seen on the wire) no voter grants two candidates one epoch;
 - committed entries (below a high watermark any node reported) are never lost or changed on a node that later
   reports them under its high watermark, nor in what it handed to handleCommit;
 - leader completeness: a leader of epoch E holds every entry seen committed in an epoch < E;
@@ -27,7 +27,7 @@ from typing import Any
 
 from .client import KafkaRaftClient, NotLeaderError, RaftConfig, RecordingListener
 from .log import LogEntry, MemoryRaftLog
-from .messages import RaftMessage
+from .messages import RaftMessage, VoteResponse
 from .quorum_state import LeaderState, MemoryQuorumStateStore
 
 
@@ -95,6 +95,7 @@ class RaftSimulation:
         self.events_handled = 0
         # checker state
         self.leaders_by_epoch: dict[int, int] = {}
+        self.votes_cast: dict[tuple[int, int], int] = {}  # (voter, epoch) -> candidate granted
         self.committed: dict[int, LogEntry] = {}
         self.committed_epoch: dict[int, int] = {}
         self.max_epoch = dict.fromkeys(self.node_ids, 0)
@@ -142,6 +143,11 @@ class RaftSimulation:
 
     def _route(self, msgs: list[RaftMessage]) -> None:
         for m in msgs:
+            body = m.body
+            if isinstance(body, VoteResponse) and body.vote_granted and not body.pre_vote:
+                prev = self.votes_cast.setdefault((m.src, body.leader_epoch), m.dst)
+                if prev != m.dst:
+                    self._fail(f"voter {m.src} granted votes to {prev} and {m.dst} in epoch {body.leader_epoch}")
             if (m.src, m.dst) in self.blocked or self.rng.random() < self.net.drop_rate:
                 self._trace(f"drop {m.describe()}")
                 continue
