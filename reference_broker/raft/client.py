@@ -273,6 +273,8 @@ class KafkaRaftClient:
             return True
         if (epoch == self.epoch and leader is not None and leader != self.id
                 and not isinstance(self.state, (FollowerState, LeaderState, ResignedState))):
+            if isinstance(self.state, ProspectiveState) and self.state.prior_leader == leader:
+                return False  # KIP-996: the leader it timed out on; a lost pre-vote returns to it anyway
             self._to_follower(epoch, leader, now)
             return True
         return False

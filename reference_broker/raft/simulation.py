@@ -367,15 +367,65 @@ class RaftSimulation:
         return -1
 
 
+# Two schedules: "default" uses Kafka's default timeouts and a mild network; "aggressive" shortens the timeouts to
+# a few network delays and bounces nodes often, so elections overlap (split votes, votes racing restarts).
+PROFILES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "aggressive": {
+        "network": NetworkConfig(5, 150, 0.05),
+        "chaos": ChaosConfig(mean_gap_ms=40, weights={"append": 6, "bounce": 4, "crash": 2, "restart": 3,
+                                                      "partition": 3, "heal": 3, "resign": 1}),
+        "config_overrides": {"election_timeout_ms": 200, "fetch_timeout_ms": 400, "election_backoff_max_ms": 200},
+    },
+}
+
+
+def _committed_everywhere(sim: RaftSimulation, nodes: set[int], offset: int) -> bool:
+    return all(sim.nodes[n] is not None and sim.nodes[n].high_watermark > offset for n in nodes)  # type: ignore
+
+
+def check_failover(sim: RaftSimulation, bound_ms: int = 30_000) -> int:
+    """Liveness under a standing partition: cut the leader off from everyone; the other side (a majority of voters
+    plus the observers) must elect a leader of a higher epoch and commit a new append on all its nodes within
+    ``bound_ms``. Returns the time it took."""
+    old = sim.current_leader()
+    if old is None:
+        sim._fail("failover: no leader to isolate")
+    old_node = sim.nodes[old]
+    assert old_node is not None
+    old_epoch = old_node.epoch
+    rest = set(sim.node_ids) - {old}
+    sim.partition({old}, rest)
+    start = sim.now
+    target: tuple[int, int, LogEntry | None] | None = None
+    while sim.now - start <= bound_ms:
+        leader = sim.current_leader()
+        node = sim.nodes[leader] if leader is not None else None
+        if leader is not None and leader != old and node is not None and node.epoch > old_epoch:
+            if target is None or target[0] != leader or node.log.entry(target[1]) != target[2]:
+                off = sim.client_append(on=leader)
+                target = (leader, off, node.log.entry(off)) if off is not None else None
+            elif _committed_everywhere(sim, rest, target[1]):
+                return sim.now - start
+        if not sim.step():
+            break
+    sim._fail(f"failover: the majority side committed nothing within {bound_ms} ms of isolating leader {old} "
+              f"({', '.join(x.describe() for x in sim.nodes.values() if x is not None)})")
+    return -1
+
+
 def run_seed(seed: int, voters: int = 3, observers: int = 1, faults: frozenset[str] = frozenset(),
-             chaos_ms: int = 8_000, max_events: int = 4_000, liveness_bound_ms: int = 30_000,
-             trace: bool = False) -> RaftSimulation:
-    """One simulation: settle, a chaos phase of ``chaos_ms`` virtual ms (at most ``max_events`` events), then the
-    liveness check. Raises InvariantViolation on the first broken invariant."""
-    sim = RaftSimulation(seed, voters=voters, observers=observers, faults=faults)
+             profile: str = "default", chaos_ms: int = 10_000, max_events: int = 8_000,
+             liveness_bound_ms: int = 30_000, trace: bool = False, failover: bool = False) -> RaftSimulation:
+    """One simulation: a chaos phase of ``chaos_ms`` virtual ms (at most ``max_events`` events), then the liveness
+    check (and with ``failover`` the isolated-leader check after it). Raises InvariantViolation on the first broken
+    invariant."""
+    sim = RaftSimulation(seed, voters=voters, observers=observers, faults=faults, **PROFILES[profile])
     if trace:
         sim.trace_lines = []
     sim.schedule_chaos(chaos_ms)
     sim.run_until(chaos_ms, max_events=max_events)
     sim.check_liveness(liveness_bound_ms)
+    if failover:
+        check_failover(sim, liveness_bound_ms)
     return sim
