@@ -1,14 +1,15 @@
 """The KRaft metadata quorum's Raft core (KIP-595, with KIP-996 pre-vote), as a pure state machine.
 
 What exists (Kafka's names, so a reader can compare with org.apache.kafka.raft):
-- ``client.KafkaRaftClient``: one replica. ``handle(message, now_ms)`` and ``poll(now_ms)`` return the messages to
+- ``client.KafkaRaftClient`` (alias ``RaftNode``): one replica. ``handle(message, now_ms)`` and ``poll(now_ms)`` return the messages to
   send (``poll`` also the next deadline); ``append`` (scheduleAppend) and ``resign`` for the leader. No sockets, no
   asyncio, no ``time``/``random`` inside: time comes in as arguments, election jitter from an injected seeded
   ``random.Random``. Settings are controller.quorum.* (``RaftConfig``); the voter set is static
   (controller.quorum.voters); non-voters are observers (they fetch and follow, never vote nor count for the HW).
 - ``quorum_state``: ElectionState and the QuorumStateStore that persists it before a vote is answered
-  (``FileQuorumStateStore``: atomic replace with fsync; ``MemoryQuorumStateStore``), and the epoch states
-  Unattached / Prospective (pre-vote) / Candidate / Leader / Follower / Resigned.
+  (``FileQuorumStateStore``: atomic replace with fsync; ``MemoryQuorumStateStore``), the epoch states
+  Unattached / Prospective (pre-vote) / Candidate / Leader / Follower / Resigned, and QuorumState, which writes each
+  transition to the store before it takes effect (KafkaRaftClient decides when to transition).
 - ``messages``: Vote (with pre-vote), BeginQuorumEpoch, EndQuorumEpoch, Fetch (fetch offset + last fetched epoch,
   answered with records, the high watermark, or a DivergingEpoch) and their responses, errors by Kafka's names.
 - ``log``: the ReplicatedLog the core needs, epoch-tagged entries with a leader-epoch cache (``MemoryRaftLog``).
@@ -24,10 +25,24 @@ counts its own offset); KIP-630 snapshots (FetchSnapshot, log start offset past 
 (AddRaftVoter/RemoveRaftVoter, voter directory ids, VotersRecord); DescribeQuorum; Kafka's request manager
 (per-destination backoff) and batching/linger of appends.
 """
-from .client import FAULTS, KafkaRaftClient, NotLeaderError, RaftConfig, RaftListener, RecordingListener
+from .client import (
+    FAULTS,
+    KafkaRaftClient,
+    NotLeaderError,
+    RaftConfig,
+    RaftListener,
+    RaftNode,
+    RecordingListener,
+)
 from .log import LogEntry, MemoryRaftLog, RaftLog
-from .quorum_state import ElectionState, FileQuorumStateStore, MemoryQuorumStateStore, QuorumStateStore
+from .quorum_state import (
+    ElectionState,
+    FileQuorumStateStore,
+    MemoryQuorumStateStore,
+    QuorumState,
+    QuorumStateStore,
+)
 
 __all__ = ["FAULTS", "ElectionState", "FileQuorumStateStore", "KafkaRaftClient", "LogEntry", "MemoryQuorumStateStore",
-           "MemoryRaftLog", "NotLeaderError", "QuorumStateStore", "RaftConfig", "RaftListener", "RaftLog",
-           "RecordingListener"]
+           "MemoryRaftLog", "NotLeaderError", "QuorumState", "QuorumStateStore", "RaftConfig", "RaftListener",
+           "RaftLog", "RaftNode", "RecordingListener"]

@@ -21,6 +21,7 @@ from .quorum_state import (
     FollowerState,
     LeaderState,
     ProspectiveState,
+    QuorumState,
     QuorumStateStore,
     ReplicaProgress,
     ResignedState,
@@ -111,7 +112,8 @@ class KafkaRaftClient:
         self._election_retries = 0  # elections lost in a row: widens the backoff
         self._remembered_votes: dict[int, int] = {}  # "vote_not_persisted" fault only: votes kept in memory
         self._outbox: list[M.RaftMessage] = []
-        self.state: EpochState = self._initial_state(store.read() or ElectionState(), now_ms)
+        self.quorum = QuorumState(self.id, self.voters, store)
+        self.quorum.initialize(self._initial_state(self.quorum.read_election_state(), now_ms))
         self._notify_leader_change()
 
     # ---------------------------------------------------------------- state transitions (Kafka's QuorumState)
@@ -130,27 +132,19 @@ class KafkaRaftClient:
         return st
 
     @property
+    def state(self) -> EpochState:
+        return self.quorum.state
+
+    @property
     def epoch(self) -> int:
-        return self.state.epoch
+        return self.quorum.epoch
 
     def leader_id(self) -> int | None:
         """The leader this replica knows for its epoch (itself when leader)."""
-        if isinstance(self.state, LeaderState):
-            return self.id
-        if isinstance(self.state, FollowerState):
-            return self.state.leader_id
-        return None
-
-    def _persist(self, epoch: int, voted_for: int | None, leader_id: int | None) -> None:
-        es = ElectionState(epoch, voted_for, leader_id)
-        if es != self.store.read():
-            self.store.write(es)
+        return self.quorum.leader_id()
 
     def _transition(self, new: EpochState, leader_id: int | None) -> None:
-        if new.epoch < self.state.epoch:
-            raise AssertionError(f"epoch would go down {self.state.epoch} -> {new.epoch}")
-        self._persist(new.epoch, new.voted_for, leader_id)
-        self.state = new
+        self.quorum.transition_to(new, leader_id)
         self._notify_leader_change()
 
     def _to_unattached(self, epoch: int, now: int, voted_for: int | None = None,
@@ -483,9 +477,7 @@ class KafkaRaftClient:
                     self._remembered_votes[self.epoch] = req.candidate_id
                     self.state.voted_for = None
                 else:
-                    # Persist BEFORE answering: a restart must not let this voter vote again in this epoch.
-                    st.voted_for = req.candidate_id
-                    self._persist(self.epoch, req.candidate_id, None)
+                    self.quorum.record_vote(req.candidate_id)  # persisted BEFORE the answer below
                 if isinstance(st, UnattachedState):
                     st.election_deadline = now + self._election_timeout()
                 return answer(M.NONE, True)
@@ -666,3 +658,7 @@ class KafkaRaftClient:
             self._delivered += len(entries)
             if self.listener is not None and entries:
                 self.listener.handle_commit(entries)
+
+
+# The name the design notes use for one replica of the quorum.
+RaftNode = KafkaRaftClient

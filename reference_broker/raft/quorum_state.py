@@ -1,4 +1,4 @@
-"""Election state, its durable store, and the epoch states a replica moves through (Kafka's QuorumState).
+"""Election state, its durable store, the epoch states a replica moves through, and QuorumState tying them.
 
 ElectionState (epoch, voted-for, leader) is what Kafka keeps in the ``quorum-state`` file; it is written BEFORE a vote
 is answered or a transition takes effect, so a restarted voter can never vote twice in one epoch (KIP-595). The
@@ -169,3 +169,48 @@ class ResignedState(EpochState):
     end_unacked: set[int] = field(default_factory=set)
     end_sent_ms: int | None = None
     name = "Resigned"
+
+
+class QuorumState:
+    """Kafka's QuorumState: the replica's current EpochState and the store behind it. Every transition writes the
+    new ElectionState first and only then takes effect, and an epoch never goes down; *when* to transition is
+    KafkaRaftClient's business."""
+
+    def __init__(self, local_id: int, voters: tuple[int, ...], store: QuorumStateStore) -> None:
+        self.local_id = local_id
+        self.voters = voters
+        self.store = store
+        self.state: EpochState = UnattachedState(0)
+
+    def read_election_state(self) -> ElectionState:
+        return self.store.read() or ElectionState()
+
+    def initialize(self, state: EpochState) -> None:
+        """Resume in the state rebuilt from the store (nothing to write: it is what the store says)."""
+        self.state = state
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    def is_voter(self) -> bool:
+        return self.local_id in self.voters
+
+    def leader_id(self) -> int | None:
+        """The leader known for the current epoch (the local id when leading); None while resigned or electing."""
+        return self.local_id if isinstance(self.state, LeaderState) else self.state.leader()
+
+    def transition_to(self, new: EpochState, leader_id: int | None) -> None:
+        if new.epoch < self.state.epoch:
+            raise AssertionError(f"epoch would go down {self.state.epoch} -> {new.epoch}")
+        self._write(ElectionState(new.epoch, new.voted_for, leader_id))
+        self.state = new
+
+    def record_vote(self, candidate_id: int) -> None:
+        """Persist the vote BEFORE it is answered (KIP-595): a voter that restarts must not vote again this epoch."""
+        self._write(ElectionState(self.epoch, candidate_id, None))
+        self.state.voted_for = candidate_id
+
+    def _write(self, es: ElectionState) -> None:
+        if es != self.store.read():
+            self.store.write(es)
