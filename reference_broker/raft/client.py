@@ -372,7 +372,9 @@ class KafkaRaftClient:
                 for v in sorted(st.end_unacked):
                     self._send(v, req)
             if now >= st.election_deadline:
-                self._to_prospective(now)
+                # As Kafka 4.x: leave the resigned epoch for the next one, unattached, so late answers to this
+                # node's leadership cannot be mistaken for current ones; its election timer then runs as usual.
+                self._to_unattached(self.epoch + 1, now)
                 return self._poll_state(now)
             nxt = st.election_deadline
             if st.end_unacked and st.end_sent_ms is not None:

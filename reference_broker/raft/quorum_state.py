@@ -163,7 +163,7 @@ class FollowerState(EpochState):
 @dataclass
 class ResignedState(EpochState):
     """A leader stepping down (graceful or check-quorum): sends EndQuorumEpoch until acknowledged, accepts no appends,
-    and stands again (prospective) if no successor appears within the election timeout."""
+    and moves to the next epoch, unattached, if no successor appears within the election timeout."""
     election_deadline: int = 0
     preferred_successors: tuple[int, ...] = ()
     end_unacked: set[int] = field(default_factory=set)
