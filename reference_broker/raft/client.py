@@ -56,6 +56,7 @@ class RaftConfig:
     fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
     request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
     retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
+    append_linger_ms: int = 25  # controller.quorum.append.linger.ms: appends wait in memory, then append + flush
     fetch_max_wait_ms: int = 500  # how long the leader parks an empty fetch (Kafka's fetch purgatory)
     fetch_max_entries: int = 50
     faults: frozenset[str] = frozenset()
@@ -188,6 +189,7 @@ class KafkaRaftClient:
         # Kafka's LeaderChangeMessage: the record that lets the leader commit (entries of older epochs commit only
         # together with one of its own) and tells every replica who leads.
         self.log.append_as_leader(epoch, ("LeaderChange", self.id, self.voters), control=True)
+        self.log.flush()
         self._update_leader_hw(now)
 
     def _to_resigned(self, now: int) -> None:
@@ -289,15 +291,32 @@ class KafkaRaftClient:
         return self._drain(), deadline
 
     def append(self, data: Any, now_ms: int) -> tuple[int, list[M.RaftMessage]]:
-        """Append one record as leader (Kafka: scheduleAppend). Returns its offset; it is committed once the high
-        watermark passes it. Raises NotLeaderError elsewhere."""
-        if not isinstance(self.state, LeaderState):
-            raise NotLeaderError(f"node {self.id} is {self.state.name} in epoch {self.epoch}")
-        off = self.log.append_as_leader(self.epoch, data)
-        self._update_leader_hw(now_ms)
-        self._complete_parked(now_ms, force=True)
+        """Schedule one record as leader (Kafka: scheduleAppend) and return the offset it will have. Like Kafka's
+        BatchAccumulator it waits in memory for controller.quorum.append.linger.ms, then is written and flushed
+        together with its batch: a crash before that loses it (it was never committed). Committed once the high
+        watermark passes the offset; NotLeaderError elsewhere."""
+        st = self.state
+        if not isinstance(st, LeaderState):
+            raise NotLeaderError(f"node {self.id} is {st.name} in epoch {self.epoch}")
+        off = self.log.end_offset() + len(st.accumulator)
+        st.accumulator.append(data)
+        if st.linger_deadline is None:
+            st.linger_deadline = now_ms + self.config.append_linger_ms
+        if now_ms >= st.linger_deadline:
+            self._flush_accumulator(st, now_ms)
         self._deliver_commits()
         return off, self._drain()
+
+    def _flush_accumulator(self, st: LeaderState, now: int) -> None:
+        """Write the lingering batch, flush, and only then count the leader's own offset (Kafka flushes the
+        leader's log before its end offset counts toward the high watermark)."""
+        for data in st.accumulator:
+            self.log.append_as_leader(st.epoch, data)
+        st.accumulator = []
+        st.linger_deadline = None
+        self.log.flush()
+        self._update_leader_hw(now)
+        self._complete_parked(now, force=True)
 
     def resign(self, now_ms: int) -> list[M.RaftMessage]:
         """Graceful resignation (Kafka: RaftClient.resign on shutdown): EndQuorumEpoch to the voters."""
@@ -397,8 +416,12 @@ class KafkaRaftClient:
             st.begin_sent_ms = now
             for v in sorted(st.begin_unacked):
                 self._send(v, M.BeginQuorumEpochRequest(self.epoch, self.id))
+        if st.linger_deadline is not None and now >= st.linger_deadline:
+            self._flush_accumulator(st, now)
         self._complete_parked(now, force=False)
         nxt = min(far, st.check_quorum_deadline)
+        if st.linger_deadline is not None:
+            nxt = min(nxt, st.linger_deadline)
         if st.begin_unacked and st.begin_sent_ms is not None:
             nxt = min(nxt, st.begin_sent_ms + self.config.request_timeout_ms)
         for _corr, dl in st.parked_fetches.values():
@@ -645,6 +668,7 @@ class KafkaRaftClient:
         else:
             if resp.records and resp.records[0].offset == self.log.end_offset():
                 self.log.append_as_follower(resp.records)
+                self.log.flush()  # a voter's next fetch offset acknowledges these: they must be durable first
             # Only a validated fetch proves our log matches the leader's up to our end offset: after a truncation
             # the prefix may still diverge further back, so the HW waits for the next answer (as Kafka's
             # handleFetchResponse does).

@@ -3,7 +3,8 @@
 Every entry carries the epoch of the leader that appended it; ``end_offset_for_epoch`` answers KIP-595's divergence
 question ("where does your epoch E end?") from the cache of (epoch, start offset) pairs, as Kafka's
 LeaderEpochFileCache does for partitions. Appends here are durable on return (the simulation keeps the object across
-a crash, as a disk would); a real file-backed log is part of the integration.
+a crash, as a disk would); the core still calls ``flush`` where Kafka does (leader before counting its own offset,
+voter before acknowledging by its next fetch), for the file-backed log of the integration.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class RaftLog(Protocol):
     def read(self, start: int, max_entries: int) -> tuple[LogEntry, ...]: ...
     def entry(self, offset: int) -> LogEntry | None: ...
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
+    def flush(self) -> None: ...
 
 
 class MemoryRaftLog:
@@ -78,6 +80,9 @@ class MemoryRaftLog:
 
     def read(self, start: int, max_entries: int) -> tuple[LogEntry, ...]:
         return tuple(self.entries[start:start + max_entries])
+
+    def flush(self) -> None:
+        """Durable on append already (the object is the disk); a file-backed log fsyncs here."""
 
     def entry(self, offset: int) -> LogEntry | None:
         return self.entries[offset] if 0 <= offset < len(self.entries) else None

@@ -137,6 +137,8 @@ class LeaderState(EpochState):
     begin_unacked: set[int] = field(default_factory=set)
     begin_sent_ms: int | None = None
     parked_fetches: dict[int, tuple[int, int]] = field(default_factory=dict)  # replica -> (correlation, deadline)
+    accumulator: list = field(default_factory=list)  # appends lingering in memory (Kafka's BatchAccumulator)
+    linger_deadline: int | None = None
     name = "Leader"
 
     def leader(self) -> int | None:

@@ -337,31 +337,40 @@ class RaftSimulation:
         obs.delivered_checked = len(got)
 
     # ---------------------------------------------------------------- liveness
+    def commit_probe(self, nodes: set[int], leader_ok: Any, bound_ms: int) -> int:
+        """Append a probe record on the current leader (again whenever leadership moves or the probe is lost) until
+        every node in ``nodes`` has it under its high watermark. Returns the time taken, -1 past ``bound_ms``."""
+        start = self.now
+        target: tuple[int, int, int, str] | None = None  # (leader, epoch, offset, data)
+        while self.now - start <= bound_ms:
+            leader = self.current_leader()
+            node = self.nodes[leader] if leader is not None else None
+            if leader is not None and node is not None and leader_ok(leader, node):
+                have = node.log.entry(target[2]) if target is not None else None
+                if target is None or target[:2] != (leader, node.epoch) or (have is not None
+                                                                             and have.data != target[3]):
+                    off = self.client_append(on=leader)
+                    target = (leader, node.epoch, off, f"r{self.appended}@{leader}") if off is not None else None
+                elif have is not None and all(self.nodes[n] is not None
+                                              and self.nodes[n].high_watermark > target[2]  # type: ignore
+                                              for n in nodes):
+                    return self.now - start
+            if not self.step():
+                break
+        return -1
+
     def check_liveness(self, bound_ms: int = 30_000) -> int:
         """Heal everything, restart every node, then require a leader and a newly appended record committed on every
         node within ``bound_ms``. Returns the time it took."""
-        start = self.now
         self.events = [e for e in self.events if e[2] != "chaos"]
         heapq.heapify(self.events)
         self.heal()
         self.net = NetworkConfig(self.net.min_delay_ms, self.net.max_delay_ms, 0.0)
         for n in self.node_ids:
             self.restart(n)
-        target: int | None = None
-        target_entry: LogEntry | None = None
-        while self.now - start <= bound_ms:
-            leader = self.current_leader()
-            if leader is not None:
-                node = self.nodes[leader]
-                assert node is not None
-                if target is None or target_entry != node.log.entry(target):
-                    target = self.client_append(on=leader)
-                    target_entry = node.log.entry(target) if target is not None else None
-                elif all(self.nodes[n] is not None and self.nodes[n].high_watermark > target  # type: ignore
-                         for n in self.node_ids):
-                    return self.now - start
-            if not self.step():
-                break
+        took = self.commit_probe(set(self.node_ids), lambda leader, node: True, bound_ms)
+        if took >= 0:
+            return took
         self._fail(f"liveness: no commit on all nodes within {bound_ms} ms after healing "
                    f"({', '.join(x.describe() for x in self.nodes.values() if x is not None)})")
         return -1
@@ -380,10 +389,6 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-def _committed_everywhere(sim: RaftSimulation, nodes: set[int], offset: int) -> bool:
-    return all(sim.nodes[n] is not None and sim.nodes[n].high_watermark > offset for n in nodes)  # type: ignore
-
-
 def check_failover(sim: RaftSimulation, bound_ms: int = 30_000) -> int:
     """Liveness under a standing partition: cut the leader off from everyone; the other side (a majority of voters
     plus the observers) must elect a leader of a higher epoch and commit a new append on all its nodes within
@@ -396,19 +401,9 @@ def check_failover(sim: RaftSimulation, bound_ms: int = 30_000) -> int:
     old_epoch = old_node.epoch
     rest = set(sim.node_ids) - {old}
     sim.partition({old}, rest)
-    start = sim.now
-    target: tuple[int, int, LogEntry | None] | None = None
-    while sim.now - start <= bound_ms:
-        leader = sim.current_leader()
-        node = sim.nodes[leader] if leader is not None else None
-        if leader is not None and leader != old and node is not None and node.epoch > old_epoch:
-            if target is None or target[0] != leader or node.log.entry(target[1]) != target[2]:
-                off = sim.client_append(on=leader)
-                target = (leader, off, node.log.entry(off)) if off is not None else None
-            elif _committed_everywhere(sim, rest, target[1]):
-                return sim.now - start
-        if not sim.step():
-            break
+    took = sim.commit_probe(rest, lambda leader, node: leader != old and node.epoch > old_epoch, bound_ms)
+    if took >= 0:
+        return took
     sim._fail(f"failover: the majority side committed nothing within {bound_ms} ms of isolating leader {old} "
               f"({', '.join(x.describe() for x in sim.nodes.values() if x is not None)})")
     return -1

@@ -69,9 +69,27 @@ def test_single_voter_elects_itself_writes_leader_change_and_commits() -> None:
     first = n.log.entry(0)
     assert first is not None and first.control and first.epoch == 1
     off, _ = n.append("rec", deadline)
-    assert off == 1 and n.high_watermark == 2
+    assert off == 1 and n.log.end_offset() == 1 and n.high_watermark == 1  # lingering in memory
+    _, wake = n.poll(deadline)
+    assert wake == deadline + 25  # controller.quorum.append.linger.ms
+    n.poll(wake)
+    assert n.log.end_offset() == 2 and n.high_watermark == 2
     assert [e.data for e in listener.committed][1:] == ["rec"]
     assert listener.leader_changes[-1] == (1, 1)
+
+
+def test_a_crash_loses_only_what_was_never_written() -> None:
+    """The accumulator is memory: a leader that dies within the linger loses those appends (never committed), while
+    the log and quorum-state it wrote survive, and it comes back resigned in its epoch."""
+    store, log = MemoryQuorumStateStore(), MemoryRaftLog()
+    n = node(1, voters=(1,), store=store, log=log)
+    n.poll(5_000)
+    n.append("written", 5_000)
+    n.poll(5_025)
+    n.append("lingering", 5_030)
+    again = node(1, voters=(1,), store=store, log=log, now=5_031)
+    assert [e.data for e in log.entries][1:] == ["written"]
+    assert isinstance(again.state, ResignedState) and again.epoch == 1
 
 
 def test_prevote_changes_no_epoch_and_writes_nothing() -> None:
