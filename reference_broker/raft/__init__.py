@@ -18,6 +18,16 @@ What exists (Kafka's names, so a reader can compare with org.apache.kafka.raft):
   (delay, drop, reorder, partitions), crash/restart from persisted state, invariants after every event.
 - ``client.FAULTS``: test-only switches, each breaking one rule; tests/raft shows the simulation catches each.
 
+Deliberate differences from Kafka's KafkaRaftClient (small, and each one a place to look when comparing):
+- One record per log entry, no batches or compression; the accumulator only models controller.quorum.append.linger.ms.
+- A candidate sends its Vote requests once per election (Kafka's RequestManager retries unanswered voters after
+  controller.quorum.request.timeout.ms); a lost or timed-out election backs off, then goes prospective again.
+- A voter that restarts having voted for itself resumes Unattached with that vote kept (Kafka resumes Candidate).
+- A voter receiving EndQuorumEpoch becomes Unattached with the rank backoff (Kafka overrides its follower fetch
+  timeout); either way it stops vouching for the resigned leader, so KIP-996 pre-votes can succeed.
+- An unattached observer discovers the leader by fetching from the voters in turn (Kafka: the bootstrap servers).
+- The pre-vote carries the epoch the prospective would stand in (its epoch + 1), as KIP-996 describes.
+
 Left for the integration (issue 25): the controller's wiring (the active controller = the leader; its records are
 ``append``ed, brokers become observers and replay ``handle_commit``); the wire format of these RPCs on the
 controller listener and a real event loop driving ``poll``; a file-backed log (segments, fsync before the leader

@@ -3,6 +3,8 @@ checked after every event, byte-identical replay of a seed, and proof that each 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -41,6 +43,18 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
     assert a.trace_digest() == b.trace_digest()
     assert len(a.trace_lines) > 500
     assert run_seed(43, voters=5, observers=2, profile="aggressive").trace_digest() != a.trace_digest()
+
+
+def test_trace_does_not_depend_on_the_process_hash_seed() -> None:
+    """Replay must hold across processes too: nothing that drives behaviour iterates in hash order."""
+    code = ("from reference_broker.raft.simulation import run_seed; "
+            "print(run_seed(5, voters=5, observers=1, profile='aggressive', failover=True).trace_digest())")
+    digests = set()
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        digests.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                   check=True, timeout=120).stdout.strip())
+    assert digests == {run_seed(5, voters=5, observers=1, profile="aggressive", failover=True).trace_digest()}
 
 
 def test_partitioned_leader_is_replaced_and_the_healed_cluster_commits() -> None:
