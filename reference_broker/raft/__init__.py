@@ -20,8 +20,8 @@ What exists (Kafka's names, so a reader can compare with org.apache.kafka.raft):
 
 Deliberate differences from Kafka's KafkaRaftClient (small, and each one a place to look when comparing):
 - One record per log entry, no batches or compression; the accumulator only models controller.quorum.append.linger.ms.
-- A candidate sends its Vote requests once per election (Kafka's RequestManager retries unanswered voters after
-  controller.quorum.request.timeout.ms); a lost or timed-out election backs off, then goes prospective again.
+- A lost or timed-out election backs off (binary exponential, as Kafka's older candidates did), then goes
+  prospective again.
 - A voter that restarts having voted for itself resumes Unattached with that vote kept (Kafka resumes Candidate).
 - A voter receiving EndQuorumEpoch becomes Unattached with the rank backoff (Kafka overrides its follower fetch
   timeout); either way it stops vouching for the resigned leader, so KIP-996 pre-votes can succeed.

@@ -341,31 +341,22 @@ class KafkaRaftClient:
                 return st.election_deadline
             return self._poll_observer_discovery(now)
         if isinstance(st, ProspectiveState):
-            if not st.requests_sent:
-                st.requests_sent = True
-                req = M.VoteRequest(self.epoch + 1, self.id, self.log.last_fetched_epoch(), self.log.end_offset(),
-                                    pre_vote=True)
-                for v in self._others():
-                    self._send(v, req)
+            retry = self._send_vote_requests(st, now, pre_vote=True)
             if now >= st.election_deadline:
                 self._lose_prevote(now)
                 return self._poll_state(now)
-            return st.election_deadline
+            return min(st.election_deadline, retry)
         if isinstance(st, CandidateState):
             if st.backoff_until is not None:
                 if now >= st.backoff_until:
                     self._to_prospective(now)
                     return self._poll_state(now)
                 return st.backoff_until
-            if not st.requests_sent:
-                st.requests_sent = True
-                req = M.VoteRequest(self.epoch, self.id, self.log.last_fetched_epoch(), self.log.end_offset())
-                for v in self._others():
-                    self._send(v, req)
+            retry = self._send_vote_requests(st, now, pre_vote=False)
             if now >= st.election_deadline:
                 st.backoff_until = now + self._election_backoff()
                 return st.backoff_until
-            return st.election_deadline
+            return min(st.election_deadline, retry)
         if isinstance(st, LeaderState):
             return self._poll_leader(st, now, far)
         if isinstance(st, FollowerState):
@@ -400,6 +391,18 @@ class KafkaRaftClient:
                 nxt = min(nxt, st.end_sent_ms + self.config.request_timeout_ms)
             return nxt
         raise AssertionError(st)
+
+    def _send_vote_requests(self, st: ProspectiveState | CandidateState, now: int, pre_vote: bool) -> int:
+        """Ask every voter that has not answered yet, again after controller.quorum.request.timeout.ms (Kafka's
+        RequestManager); returns when to retry."""
+        if st.requests_sent_ms is None or now - st.requests_sent_ms >= self.config.request_timeout_ms:
+            st.requests_sent_ms = now
+            epoch = self.epoch + 1 if pre_vote else self.epoch
+            req = M.VoteRequest(epoch, self.id, self.log.last_fetched_epoch(), self.log.end_offset(), pre_vote)
+            for v in self._others():
+                if v not in st.granted and v not in st.rejected:
+                    self._send(v, req)
+        return st.requests_sent_ms + self.config.request_timeout_ms
 
     def _poll_leader(self, st: LeaderState, now: int, far: int) -> int:
         # Check quorum (KIP-595): a leader no majority fetches from within 1.5 x fetch timeout may be partitioned

@@ -100,7 +100,7 @@ class ProspectiveState(EpochState):
     prior_leader: int | None = None
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
-    requests_sent: bool = False
+    requests_sent_ms: int | None = None
     name = "Prospective"
 
 
@@ -111,7 +111,7 @@ class CandidateState(EpochState):
     election_deadline: int = 0
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
-    requests_sent: bool = False
+    requests_sent_ms: int | None = None
     backoff_until: int | None = None
     name = "Candidate"
 
