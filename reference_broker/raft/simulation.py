@@ -37,7 +37,8 @@ class InvariantViolation(AssertionError):
 
 @dataclass
 class NetworkConfig:
-    """Per-link behaviour: delay drawn uniformly in [min, max] ms per message, drop probability."""
+    """Each ordered link gets its own latency ceiling, drawn once in [min, max] ms; each message then takes a delay
+    uniform in [min, that ceiling] (so messages reorder), and is dropped with ``drop_rate``."""
     min_delay_ms: int = 1
     max_delay_ms: int = 40
     drop_rate: float = 0.02
@@ -90,6 +91,8 @@ class RaftSimulation:
         self.incarnation = dict.fromkeys(self.node_ids, 0)
         self.pending_wakes: dict[int, list[int]] = {n: [] for n in self.node_ids}
         self.blocked: set[tuple[int, int]] = set()
+        self.link_max_delay = {(a, b): self.rng.randint(self.net.min_delay_ms, self.net.max_delay_ms)
+                               for a in self.node_ids for b in self.node_ids if a != b}
         self.trace_hash = hashlib.sha256()
         self.trace_lines: list[str] | None = None
         self.events_handled = 0
@@ -151,7 +154,7 @@ class RaftSimulation:
             if (m.src, m.dst) in self.blocked or self.rng.random() < self.net.drop_rate:
                 self._trace(f"drop {m.describe()}")
                 continue
-            delay = self.rng.randint(self.net.min_delay_ms, self.net.max_delay_ms)
+            delay = self.rng.randint(self.net.min_delay_ms, self.link_max_delay[(m.src, m.dst)])
             self._push(self.now + delay, "deliver", m)
 
     # ---------------------------------------------------------------- the event loop
