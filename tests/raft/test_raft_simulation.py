@@ -122,12 +122,15 @@ EXPECTED = {
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 @pytest.mark.parametrize("voters", [3, 5])
 def test_each_fault_switch_is_caught_by_the_sweep(fault: str, voters: int) -> None:
-    """Each switch breaks one rule; some seed of the sweep must show the matching invariant violation."""
+    """Each switch breaks one rule; some seed of the sweep must show the matching invariant violation. Measured over
+    seeds 0-99 (aggressive profile, 3 / 5 voters): hw_without_majority 90 / 78, no_truncation_on_diverging_epoch
+    84 / 77, no_log_check 72 / 66, vote_twice 25 / 64, vote_not_persisted 0 / 2 (it needs a voter restarted between
+    two candidates' requests: about 1 seed in 100 with 3 voters, so the sweep goes to 400)."""
     assert set(EXPECTED) == set(FAULTS)
-    for seed in range(200):
+    for seed in range(400):
         try:
             run_seed(seed, voters=voters, faults=frozenset([fault]), profile="aggressive")
         except InvariantViolation as e:
             assert any(s in str(e) for s in EXPECTED[fault]), str(e)
             return
-    pytest.fail(f"no seed in 0..199 caught {fault}")
+    pytest.fail(f"no seed in 0..399 caught {fault}")
