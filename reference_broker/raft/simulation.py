@@ -14,7 +14,9 @@ Invariants (Kafka's simulation checks several under similar names):
 - each node's high watermark is monotonic (per incarnation: it lives in memory) and never above its log end;
 - each node's epoch never goes down, across restarts too;
 - liveness (``check_liveness``): once the network heals and every node is up, a leader is elected and a new append
-  commits on every node within a bound.
+  commits on every node within a bound; and (``check_failover``) with the leader cut off from everyone, the others
+  elect a successor of a higher epoch and commit within a bound.
+Broken log order (an append whose epoch or offset does not fit) is reported as a violation too.
 """
 from __future__ import annotations
 
