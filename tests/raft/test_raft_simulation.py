@@ -81,6 +81,25 @@ def test_partitioned_leader_is_replaced_and_the_healed_cluster_commits() -> None
     assert replaced is not None and replaced != stale and replaced.epoch > old_epoch  # truncated, then refetched
 
 
+def test_an_isolated_follower_does_not_disturb_the_leader_when_it_returns() -> None:
+    """KIP-996's point: cut off, a follower goes prospective again and again but never bumps its epoch (no pre-vote
+    majority), so when it comes back the leader and epoch are unchanged and it simply follows again."""
+    sim = RaftSimulation(21, voters=3, observers=0)
+    sim.run_until(8_000)
+    leader = sim.current_leader()
+    assert leader is not None
+    epoch = sim.nodes[leader].epoch
+    lone = next(v for v in sim.voter_ids if v != leader)
+    sim.partition({lone}, set(sim.node_ids) - {lone})
+    sim.run_until(30_000)
+    assert sim.nodes[lone].epoch == epoch
+    sim.heal()
+    sim.run_until(40_000)
+    assert sim.current_leader() == leader and sim.nodes[leader].epoch == epoch
+    assert isinstance(sim.nodes[lone].state, FollowerState) and sim.nodes[lone].state.leader_id == leader
+    assert sim.nodes[lone].high_watermark == sim.nodes[leader].high_watermark
+
+
 def test_observer_follows_but_never_votes_nor_counts() -> None:
     """With 2 of 3 voters down, the remaining voter plus an observer are no majority: no leader is elected, no
     vote request ever reaches the observer, and the observer holds nothing uncommitted."""
