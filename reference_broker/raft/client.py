@@ -91,6 +91,11 @@ class NotLeaderError(Exception):
     """Kafka's NotLeaderException: appends go to the leader only."""
 
 
+class RaftStateError(Exception):
+    """A request to break what this replica already knows is committed (Kafka throws a KafkaException and the raft
+    thread stops): e.g. a DivergingEpoch below the high watermark."""
+
+
 class KafkaRaftClient:
     """One replica of the metadata quorum: a voter if its id is in ``config.voters``, otherwise an observer that
     fetches and follows but never votes nor counts toward the high watermark."""
@@ -665,6 +670,9 @@ class KafkaRaftClient:
         st.fetch_deadline = now + self.config.fetch_timeout_ms
         if resp.diverging_epoch is not None:
             epoch, end = resp.diverging_epoch
+            if end < self.high_watermark:
+                raise RaftStateError(f"node {self.id}: leader {resp.leader_id} asked to truncate to {end}, below the "
+                                     f"high watermark {self.high_watermark}")
             # Kafka's truncateToEndOffset: never past what this log itself holds for that epoch.
             _local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
             self.log.truncate_to(min(end, local_end))

@@ -27,7 +27,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from .client import KafkaRaftClient, NotLeaderError, RaftConfig, RecordingListener
+from .client import KafkaRaftClient, NotLeaderError, RaftConfig, RaftStateError, RecordingListener
 from .log import LogEntry, MemoryRaftLog
 from .messages import RaftMessage, VoteResponse
 from .quorum_state import LeaderState, MemoryQuorumStateStore
@@ -157,7 +157,7 @@ class RaftSimulation:
                 self._trace(f"drop {m.describe()}")
                 continue
             delay = self.rng.randint(self.net.min_delay_ms, self.link_max_delay[(m.src, m.dst)])
-            self._push(self.now + delay, "deliver", m)
+            self._push(self.now + delay, "deliver", (m, self.incarnation[m.dst]))
 
     # ---------------------------------------------------------------- the event loop
     def step(self) -> bool:
@@ -175,15 +175,17 @@ class RaftSimulation:
                 self._poll(n)
                 self._trace(f"wake {self.nodes[n].describe()}")
         elif kind == "deliver":
-            m: RaftMessage = payload
+            m: RaftMessage = payload[0]
             node = self.nodes.get(m.dst)
-            if node is None or (m.src, m.dst) in self.blocked:
+            # A restart closes the node's connections: what was sent to its previous incarnation never arrives
+            # (correlation ids start again at 1, so a stale answer would otherwise pass for a new one).
+            if node is None or (m.src, m.dst) in self.blocked or payload[1] != self.incarnation[m.dst]:
                 self._trace(f"lost {m.describe()}")
             else:
                 self._trace(f"deliver {m.describe()}")
                 try:
                     out = node.handle(m, self.now)
-                except ValueError as e:  # MemoryRaftLog refuses an append that breaks epoch order or offsets
+                except (ValueError, RaftStateError) as e:  # a log append out of order, a truncation below HW
                     self._fail(f"node {m.dst} log: {e}")
                 self._route(out)
                 self._poll(m.dst)

@@ -337,3 +337,22 @@ def test_core_takes_no_time_sockets_or_global_randomness(name: str) -> None:
     uses = {n.attr for n in ast.walk(tree)
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "random"}
     assert uses <= {"Random"}
+
+
+def test_a_diverging_epoch_below_the_high_watermark_is_refused() -> None:
+    """Kafka's handleFetchResponse throws rather than truncate committed entries; so does the core."""
+    from reference_broker.raft.client import RaftStateError
+    log = MemoryRaftLog()
+    for _ in range(3):
+        log.append_as_leader(1, "x")
+    f = node(2, log=log)
+    f.handle(msg(1, 2, M.BeginQuorumEpochRequest(2, 1)), 0)
+    out, _ = f.poll(0)
+    fetch = [m for m in out if isinstance(m.body, M.FetchRequest)][0]
+    out = f.handle(M.RaftMessage(1, 2, fetch.correlation_id, M.FetchResponse(M.NONE, 2, 1, high_watermark=3)), 1)
+    assert f.high_watermark == 3
+    fetch = [m for m in out if isinstance(m.body, M.FetchRequest)][0]
+    with pytest.raises(RaftStateError):
+        f.handle(M.RaftMessage(1, 2, fetch.correlation_id,
+                               M.FetchResponse(M.NONE, 2, 1, high_watermark=3, diverging_epoch=(1, 1))), 2)
+    assert log.end_offset() == 3

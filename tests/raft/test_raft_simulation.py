@@ -57,6 +57,15 @@ def test_trace_does_not_depend_on_the_process_hash_seed() -> None:
     assert digests == {run_seed(5, voters=5, observers=1, profile="aggressive", failover=True).trace_digest()}
 
 
+def test_answers_to_a_crashed_incarnation_are_not_delivered_to_the_next_one() -> None:
+    """Found by the KCT_SLOW sweep (seed 72, 5 voters, aggressive, 30 s): a node restarted and its correlation ids
+    began again at 1, so the DivergingEpoch answering its previous incarnation's fetch #3 was taken for the answer to
+    its new fetch #3, and it truncated under its high watermark ("high watermark 32 above its log end 26"). A
+    restart closes connections: such messages are now lost, and the core refuses a truncation below its HW."""
+    sim = run_seed(72, voters=5, observers=1, profile="aggressive", chaos_ms=30_000, failover=True)
+    assert len(sim.committed) > 30
+
+
 def test_partitioned_leader_is_replaced_and_the_healed_cluster_commits() -> None:
     """A leader cut off from every voter: the others elect a successor in a higher epoch; the old leader resigns on
     check-quorum (1.5 x fetch timeout); after healing it follows, truncates its uncommitted append, and a new append
@@ -134,12 +143,14 @@ EXPECTED = {
     "vote_not_persisted": ("granted votes to", "two leaders"),
     "no_log_check": ("lacks committed", "under its high watermark", "handleCommit"),
     "hw_without_majority": ("lacks committed", "under its high watermark", "handleCommit"),
-    "no_truncation_on_diverging_epoch": ("under its high watermark", "handleCommit", " log: "),
+    "no_truncation_on_diverging_epoch": ("under its high watermark", "lacks committed", "handleCommit", " log: "),
 }
+# vote_not_persisted needs a voter restarted between two candidates' requests and asked again after it; with 3
+# voters two candidates rarely overlap (0 of seeds 0-399 since a restart drops what was in flight to the node).
+SIZES = {"vote_not_persisted": (5,)}
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
-@pytest.mark.parametrize("voters", [3, 5])
+@pytest.mark.parametrize("fault,voters", [(f, v) for f in sorted(FAULTS) for v in SIZES.get(f, (3, 5))])
 def test_each_fault_switch_is_caught_by_the_sweep(fault: str, voters: int) -> None:
     """Each switch breaks one rule; some seed of the sweep must show the matching invariant violation. Measured over
     seeds 0-99 (aggressive profile, 3 / 5 voters): hw_without_majority 90 / 78, no_truncation_on_diverging_epoch
