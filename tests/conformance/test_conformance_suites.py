@@ -386,14 +386,16 @@ def test_produce_suite_passes_on_the_reference(tmp_path: Path) -> None:
 
 
 def test_transactions_suite_passes_on_the_reference(tmp_path: Path) -> None:
-    """Every transactions rule runs (none skipped: the concurrent-transactions and failover checks get a 3-broker
-    cluster) and passes, well within a minute."""
+    """Every transactions rule runs (none skipped: the concurrent-transactions, failover and completion-liveness
+    checks get a 3-broker cluster) and passes."""
     doc = run_suites(tmp_path, [TXN], name="transactions")
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "transactions"}
-    assert declared == set(by_rule(doc)) and len(declared) == 19, declared
-    assert doc["duration_s"] < 90, f"the transactions suite took {doc['duration_s']} s against the reference broker"
+    assert declared == set(by_rule(doc)) and len(declared) == 29, declared
+    # a bound against a hang, not a speed target: 29 rules incl. a 16-round timeout stress check and two completion
+    # liveness checks that kill and pause brokers (105 s at load 20 on 2 cores)
+    assert doc["duration_s"] < 300, f"the transactions suite took {doc['duration_s']} s against the reference broker"
 
 
 def test_rebalance_suite_passes_on_the_reference(tmp_path: Path) -> None:
