@@ -37,9 +37,10 @@ def test_controller_faults_on_kafkas_quorum_keep_acknowledged_writes(tmp_path: P
     # (enable.idempotence=false, retries=0), and Kafka promises no duplicates only to idempotent producers. Under
     # load, librdkafka 2.x was seen to send a Produce again after isolate-controller cut its connection to the
     # leader (values 1 and 2 at offsets 0-1 and again at 2-3, each acknowledged once, 4.5 s after the invoke):
-    # duplicates and the reads they disorder are the client's, not Kafka's, and are kept in the verdict.
+    # duplicates are the client's, not Kafka's, and are kept in the verdict; the checker reports each once, as a
+    # duplicate, and never the reads of its second copy as skips or steps back (issue 24, reports/checkers.py).
     assert not found & {"lost-write", "unseen"}, proc.stdout[-3000:]
-    assert found <= {"duplicate", "int-nonmonotonic-poll", "int-poll-skip"}, proc.stdout[-3000:]
+    assert found <= {"duplicate"}, proc.stdout[-3000:]
     assert verdict["linearizability"]["committed-offsets"]["verdict"] == "ok", verdict["linearizability"]
     if not found:
         assert proc.returncode == 0 and "verdict: VALID" in proc.stdout, proc.stdout[-3000:]
