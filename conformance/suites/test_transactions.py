@@ -41,9 +41,9 @@ from typing import Any
 
 import pytest
 
+from conformance.cluster import Cluster, eventually, state
 from conformance.evidence import Evidence
 from conformance.rules import rule
-from conformance.suites.test_isr_hw import Cluster, eventually, state
 from conformance.txn import (
     CONCURRENT_TRANSACTIONS,
     END_TXN_TV2,
@@ -847,19 +847,32 @@ async def test_concurrent_transactions_while_markers_pending(cluster: Cluster, e
     await added(p, [(topic, 0)])
     await sent(p, topic, 0, values(tag, "a", "b"))
     cluster.pause(x)
+    paused_at = time.monotonic()
     err = await p.end(True)
     assert err == NONE, f"EndTxn commit answered {err} while the partition's leader {x} was paused"
-    codes = []
+    # Each answer is judged only if the coordinator still described the transaction as PrepareCommit after giving
+    # it (its state only moves forward, so the marker was pending when it answered): the check holds the marker
+    # pending for exactly as long as it asks, whatever the machine's load makes of the timing.
+    asked: list[tuple[str, int, str, float]] = []     # (request, answer, coordinator's state after, s since pause)
+
+    async def ask(what: str, answer: int) -> None:
+        d = await describe_transaction(p.coordinator, p.transactional_id)
+        asked.append((what, answer, d.transaction_state, round(time.monotonic() - paused_at, 2)))
+
     for _ in range(3):
-        codes.append((await p.add_partitions([(other, 0)], retry=False))[(other, 0)])
+        await ask("AddPartitionsToTxn", (await p.add_partitions([(other, 0)], retry=False))[(other, 0)])
         await asyncio.sleep(0.3)
-    init_code, _, _ = await p.init_once()
+    await ask("InitProducerId", (await p.init_once())[0])
     evidence.note("while_markers_pending", {"coordinator": coord, "paused_leader": x,
-                                            "add_partitions": codes, "init_producer_id": init_code})
-    assert codes == [CONCURRENT_TRANSACTIONS] * 3 and init_code == CONCURRENT_TRANSACTIONS, (
-        f"while the COMMIT marker for {topic}/0 (leader {x}, paused) is pending, AddPartitionsToTxn answered {codes} "
-        f"and InitProducerId {init_code}; Kafka: CONCURRENT_TRANSACTIONS ({CONCURRENT_TRANSACTIONS}) until the "
-        f"transaction completes")
+                                            "asked (request, answer, state after, s since pause)": asked})
+    pending = [a for a in asked if a[2] == "PrepareCommit"]
+    assert pending == asked, (
+        f"the coordinator completed the commit while the leader {x} of {topic}/0 was stopped (its marker cannot "
+        f"have been written): (request, answer, coordinator state after, s since pause) {asked}")
+    assert [a[1] for a in asked] == [CONCURRENT_TRANSACTIONS] * 4, (
+        f"while the COMMIT marker for {topic}/0 (leader {x}, paused) is pending, AddPartitionsToTxn x3 and "
+        f"InitProducerId answered (request, answer, coordinator state after, s since pause) {asked}; Kafka: "
+        f"CONCURRENT_TRANSACTIONS ({CONCURRENT_TRANSACTIONS}) until the transaction completes")
     cluster.resume(x)
     got, _ = await eventually(lambda: p.add_partitions([(other, 0)], retry=False),
                               lambda r: r[(other, 0)] != CONCURRENT_TRANSACTIONS, 60, 0.2)
@@ -897,11 +910,7 @@ async def test_markers_survive_leader_failover(cluster: Cluster, evidence: Evide
     t0 = time.monotonic()
     err = await p.end(True)
     assert err == NONE, f"EndTxn commit answered {err} with the partition's leader {leader} killed"
-    obs = await cluster.observer({leader})
-    st2, _ = await eventually(lambda: state(obs, topic), lambda s: s.leader not in (-1, leader) and
-                              s.leader_epoch > st.leader_epoch, 60, 0.2)
-    assert st2.leader not in (-1, leader), f"no new leader for {topic} after {leader} was killed: {st2}"
-    nw = await cluster.to(st2.leader)
+    st2, nw, _ = await cluster.new_leader(topic, st)
     want = values(tag, "t1a", "t1b", "t3a")
     # Once T3's last record is visible the LSO is past it: T1, T2 and T3 are all decided on the new leader, so
     # what it shows then is final (no need to wait out the bound when it is wrong).
