@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import pytest
@@ -57,6 +57,68 @@ async def eventually(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
         await asyncio.sleep(interval_s)
         value = await probe()
     return value, time.monotonic() - t0
+
+
+def election_bound_s(settings: Mapping[str, Any]) -> float:
+    """How long a new leader may take to be elected and served where a check asks, from a target's settings: a
+    killed or paused leader is fenced after broker.session.timeout.ms (its last heartbeat up to
+    broker.heartbeat.interval.ms earlier); a follower it shared the ISR with may first have to leave it after
+    replica.lag.time.max.ms; then the brokers apply the record. Times LOAD_FACTOR, plus SLACK_S, for a loaded
+    machine."""
+    session = int(settings.get("broker.session.timeout.ms", DEFAULT_SESSION_MS))
+    heartbeat = int(settings.get("broker.heartbeat.interval.ms", DEFAULT_HEARTBEAT_MS))
+    lag = int(settings.get("replica.lag.time.max.ms", DEFAULT_LAG_MS))
+    return LOAD_FACTOR * (session + heartbeat + lag) / 1000 + SLACK_S
+
+
+async def await_new_leader(to: Callable[[int], Awaitable[Wire]], drop: Callable[[int], Awaitable[None]],
+                           observers: Callable[[], list[int]], topic: str, before: ops.PartitionMeta, *,
+                           among: Iterable[int] | None = None, avoid: Callable[[], set[int]] = set,
+                           partition: int = 0, bound_s: float) -> tuple[ops.PartitionMeta, Wire, float]:
+    """Wait for the election that ends ``before``'s leader epoch to be visible where the check will ask: a live
+    broker's Metadata (the first of ``observers()``) names a leader (in ``among`` if given, else any other than
+    ``before.leader``; never one in ``avoid()``) at an epoch above ``before.leader_epoch``; that leader's own
+    Metadata names it at that epoch or later; and it serves a consumer Fetch pinned to its epoch (an answer other
+    than the NOT_LEADER_OR_FOLLOWER family a client retries). ``to(node)`` gives a Wire to a node, ``drop(node)``
+    forgets one that failed. Returns (the leader's own view, a Wire to it, seconds waited); fails with the last
+    things seen after ``bound_s`` (:func:`election_bound_s`)."""
+    allowed = set(among) if among is not None else None
+
+    def elected(s: ops.PartitionMeta) -> bool:
+        if s.leader < 0 or s.leader_epoch <= before.leader_epoch or s.leader in avoid():
+            return False
+        return s.leader in allowed if allowed is not None else s.leader != before.leader
+
+    t0 = time.monotonic()
+    seen: list[Any] = []
+    while True:
+        asking: int | None = None
+        try:
+            asking = observers()[0]
+            st = await state(await to(asking), topic, partition)
+            seen = [(f"broker {asking}", st)]
+            if elected(st):
+                asking = st.leader
+                w = await to(st.leader)
+                own = await state(w, topic, partition)
+                seen.append((f"broker {st.leader} itself", own))
+                if own.leader == st.leader and own.leader_epoch >= st.leader_epoch:
+                    f = await ops.fetch(w, topic, partition, 0, max_wait_ms=0, min_bytes=0, max_bytes=1,
+                                        current_leader_epoch=own.leader_epoch)
+                    seen.append(("its Fetch pinned to that epoch answered", f.error))
+                    if f.error not in NOT_YET:
+                        return own, w, time.monotonic() - t0
+        except (TimeoutError, OSError, AssertionError) as e:
+            # a broker just restarted, or a connection from before a pause: reconnect on the next round
+            seen.append((f"broker {asking}", repr(e)[:200]))
+            if asking is not None:
+                await drop(asking)
+        if time.monotonic() - t0 > bound_s:
+            raise AssertionError(
+                f"no new leader for {topic}/{partition} visible where it is asked within {bound_s:.0f} s (bound "
+                f"from the settings; before: leader {before.leader} epoch {before.leader_epoch}; wanted "
+                f"{sorted(allowed) if allowed is not None else 'any other'}): last seen {seen}")
+        await asyncio.sleep(0.1)
 
 
 class Cluster:
@@ -135,62 +197,26 @@ class Cluster:
         return await self.broker_setting("replica.lag.time.max.ms", DEFAULT_LAG_MS)
 
     async def election_bound_s(self) -> float:
-        """How long a new leader may take to be elected and served where a check asks, from the target's settings:
-        a killed or paused leader is fenced after broker.session.timeout.ms (its last heartbeat up to
-        broker.heartbeat.interval.ms earlier); a follower it shared the ISR with may first have to leave it after
-        replica.lag.time.max.ms; then the brokers apply the record. Times LOAD_FACTOR for a loaded machine."""
-        session = await self.broker_setting("broker.session.timeout.ms", DEFAULT_SESSION_MS)
-        heartbeat = await self.broker_setting("broker.heartbeat.interval.ms", DEFAULT_HEARTBEAT_MS)
-        lag = await self.lag_ms()
-        return LOAD_FACTOR * (session + heartbeat + lag) / 1000 + SLACK_S
+        """:func:`election_bound_s` from this target's settings (DescribeConfigs, else its config, else Kafka's)."""
+        return election_bound_s({
+            "broker.session.timeout.ms": await self.broker_setting("broker.session.timeout.ms", DEFAULT_SESSION_MS),
+            "broker.heartbeat.interval.ms": await self.broker_setting("broker.heartbeat.interval.ms",
+                                                                      DEFAULT_HEARTBEAT_MS),
+            "replica.lag.time.max.ms": await self.lag_ms()})
 
     async def new_leader(self, topic: str, before: ops.PartitionMeta, *, among: Iterable[int] | None = None,
                          partition: int = 0) -> tuple[ops.PartitionMeta, Wire, float]:
-        """Wait for the election that ends ``before``'s leader epoch to be visible where the check will ask: a live
-        broker's Metadata names a leader (in ``among`` if given, else any other than ``before.leader``) at an epoch
-        above ``before.leader_epoch``; that leader's own Metadata names it at that epoch or later; and it serves a
-        consumer Fetch pinned to its epoch (an answer other than the NOT_LEADER_OR_FOLLOWER family a client
-        retries). Returns (the leader's own view, a Wire to it, seconds waited); fails with the last thing seen
-        after :meth:`election_bound_s`."""
+        """:func:`await_new_leader` through this target's live brokers (never one this check paused or killed)."""
+        bound = await self.election_bound_s()
         allowed = set(among) if among is not None else None
 
-        def elected(s: ops.PartitionMeta) -> bool:
-            if s.leader < 0 or s.leader_epoch <= before.leader_epoch or s.leader in self.paused | self.killed:
-                return False
-            return s.leader in allowed if allowed is not None else s.leader != before.leader
+        def observers() -> list[int]:
+            down = self.paused | self.killed
+            return [b for b in sorted(self.brokers) if b not in down and
+                    (b != before.leader or (allowed is not None and b in allowed))]
 
-        bound = await self.election_bound_s()
-        t0 = time.monotonic()
-        seen: list[Any] = []
-        while True:
-            asking: int | None = None
-            try:
-                obs = await self.observer({before.leader} if before.leader not in (allowed or set()) else set())
-                asking = next(n for n, w in self.wires.items() if w is obs)
-                st = await state(obs, topic, partition)
-                seen = [("observer", asking, st)]
-                if elected(st):
-                    asking = st.leader
-                    w = await self.to(st.leader)
-                    own = await state(w, topic, partition)
-                    seen.append((f"broker {st.leader} itself", own))
-                    if own.leader == st.leader and own.leader_epoch >= st.leader_epoch:
-                        f = await ops.fetch(w, topic, partition, 0, max_wait_ms=0, min_bytes=0, max_bytes=1,
-                                            current_leader_epoch=own.leader_epoch)
-                        seen.append(("its Fetch pinned to that epoch answered", f.error))
-                        if f.error not in NOT_YET:
-                            return own, w, time.monotonic() - t0
-            except (TimeoutError, OSError, AssertionError) as e:
-                # a broker just restarted, or a connection from before a pause: reconnect on the next round
-                seen.append(("error", asking, repr(e)[:200]))
-                if asking is not None:
-                    await self.drop(asking)
-            if time.monotonic() - t0 > bound:
-                raise AssertionError(
-                    f"no new leader for {topic}/{partition} visible where it is asked within {bound:.0f} s "
-                    f"(from the settings; before: leader {before.leader} epoch {before.leader_epoch}, wanted "
-                    f"{sorted(allowed) if allowed is not None else 'any other'}): last seen {seen}")
-            await asyncio.sleep(0.1)
+        return await await_new_leader(self.to, self.drop, observers, topic, before, among=allowed,
+                                      avoid=lambda: self.paused | self.killed, partition=partition, bound_s=bound)
 
     def pause(self, node: int) -> None:
         self.target.pause_broker(node)
