@@ -430,11 +430,17 @@ async def test_old_leader_truncates_by_leader_epoch(cluster: Cluster, evidence: 
     if st4.leader != old:
         pytest.skip(f"could not move leadership back to {old} (preferred replica {st.replicas[0]}): {st4}")
     _, back, _ = await cluster.new_leader(topic, st3, among=[old])
-    got = (await ops.fetch(back, topic, 0, 0, max_wait_ms=10, min_bytes=0)).records
     want = [(i, f"a-{i}".encode()) for i in range(n)] + [(n + i, f"c-{i}".encode()) for i in range(3)]
+    # A leader just elected serves records up to its high watermark, which catches up once its followers fetch:
+    # Kafka 4.4.0 under load answered this Fetch with no records at first (the old leader "served []").
+    f, waited = await eventually(lambda: ops.fetch(back, topic, 0, 0, max_wait_ms=10, min_bytes=0),
+                                 lambda f: f.error == NONE and f.high_watermark >= len(want),
+                                 await cluster.election_bound_s())
+    evidence.note("old_leader_serves", {"error": f.error, "hw": f.high_watermark, "waited_s": round(waited, 1)})
+    got = f.records
     assert got[:len(want)] == want, (
-        f"the old leader {old} serves {got}; after truncating by epoch it must hold {want} (its acks=1 "
-        f"records b-0, b-1 at {n}.. dropped)")
+        f"the old leader {old} serves {got} (Fetch error {f.error}, HW {f.high_watermark} after {waited:.0f} s); "
+        f"after truncating by epoch it must hold {want} (its acks=1 records b-0, b-1 at {n}.. dropped)")
 
 
 async def new_leader_before_any_write(c: Cluster, topic: str, st: ops.PartitionMeta) -> ops.PartitionMeta:
