@@ -30,7 +30,6 @@ T = TypeVar("T")
 DEFAULT_LAG_MS = 30_000          # replica.lag.time.max.ms default
 DEFAULT_SESSION_MS = 9_000       # broker.session.timeout.ms default (KRaft): a silent broker is fenced after it
 DEFAULT_HEARTBEAT_MS = 2_000     # broker.heartbeat.interval.ms default
-DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # request.timeout.ms default
 # What the settings promise is for a machine that keeps up. CI's 2 cores at load 4-16 ran the JVMs several times
 # slower (issue 29: a 28-minute test run); the bound is this many times the settings' promise, plus a fixed slack
 # for a JVM that was just restarted.
