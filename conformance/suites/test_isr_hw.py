@@ -16,14 +16,13 @@ capability as reason. They assume ``target.broker_ids`` are Kafka node ids and n
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from kafka import errors as E
 
+from conformance.cluster import Cluster, eventually, state
 from conformance.evidence import Evidence
 from conformance.properties import ops
 from conformance.properties.ops import (
@@ -32,15 +31,13 @@ from conformance.properties.ops import (
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
 )
 from conformance.rules import rule
-from conformance.wire import LATEST, Wire, unique_name
+from conformance.wire import EARLIEST, LATEST, Wire
 from fixtures.target import Target
 
 SUITE = "isr_hw"
 OFFSET_OUT_OF_RANGE = E.OffsetOutOfRangeError.errno
 REQUEST_TIMED_OUT = E.RequestTimedOutError.errno
 OFFSET_NOT_AVAILABLE = E.OffsetNotAvailableError.errno
-DEFAULT_LAG_MS = 30_000  # replica.lag.time.max.ms default
-T = TypeVar("T")
 
 rule("ACKS-ALL-MIN-ISR", "Produce with acks=all to a partition whose ISR is smaller than min.insync.replicas is "
      "refused with NOT_ENOUGH_REPLICAS before anything is appended; acks=1 is not affected",
@@ -129,22 +126,6 @@ async def high_watermark(w: Wire, topic: str, partition: int = 0, leader_epoch: 
     f = await ops.fetch(w, topic, partition, 0, max_wait_ms=10, min_bytes=0, max_bytes=1024,
                         current_leader_epoch=leader_epoch)
     return f.error, f.high_watermark
-
-
-async def state(w: Wire, topic: str, partition: int = 0) -> ops.PartitionMeta:
-    _brokers, parts = await ops.metadata(w, [topic])
-    return parts[(topic, partition)]
-
-
-async def eventually(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], timeout_s: float,
-                     interval_s: float = 0.1) -> tuple[T, float]:
-    """Call ``probe`` until ``ok`` holds or the time is up; returns (last value, seconds waited)."""
-    t0 = time.monotonic()
-    value = await probe()
-    while not ok(value) and time.monotonic() - t0 < timeout_s:
-        await asyncio.sleep(interval_s)
-        value = await probe()
-    return value, time.monotonic() - t0
 
 
 # ------------------------------------------------------------------------------------------- single broker
@@ -238,106 +219,6 @@ async def test_last_fetched_epoch_is_checked(wire: Wire, evidence: Evidence) -> 
 
 
 # ------------------------------------------------------------------------------------------- replicated
-
-
-class Cluster:
-    """A replicated target seen through the protocol: which broker leads, who is in the ISR, faults by node id.
-
-    Requests go to a live broker chosen per call (never one this check paused or killed), with one Wire per node
-    (dropped when the node is killed), so pausing the bootstrap broker does not hang the check.
-    """
-
-    def __init__(self, target: Target, wire: Wire) -> None:
-        self.target = target
-        self.wire = wire
-        self.brokers: dict[int, tuple[str, int]] = {}
-        self.wires: dict[int, Wire] = {}
-        self.paused: set[int] = set()
-        self.killed: set[int] = set()
-
-    async def start(self) -> None:
-        self.brokers, _ = await ops.metadata(self.wire, [])
-
-    async def to(self, node: int) -> Wire:
-        if node not in self.wires:
-            host, port = self.brokers[node]
-            self.wires[node] = await Wire.connect(f"{host}:{port}", evidence=self.wire.evidence,
-                                                  history=self.wire.history)
-        return self.wires[node]
-
-    async def observer(self, avoid: set[int] | None = None) -> Wire:
-        """A Wire to a live broker not in ``avoid`` (a paused broker would never answer)."""
-        node = next(b for b in sorted(self.brokers) if b not in (avoid or set()) | self.paused | self.killed)
-        return await self.to(node)
-
-    async def topic(self, replicas: int = 3, configs: dict[str, str] | None = None) -> tuple[str, ops.PartitionMeta]:
-        if len(self.brokers) < replicas:   # a fresh cluster's last broker may still be registering
-            (self.brokers, _), _ = await eventually(lambda: ops.metadata(self.wire, []),
-                                                    lambda m: len(m[0]) >= replicas, 15)
-        if len(self.brokers) < replicas:
-            pytest.skip(f"target {self.target.name!r} has {len(self.brokers)} brokers; this check needs {replicas}")
-        name = unique_name("isr")
-        await self.wire.create_topic(name, partitions=1, replication_factor=replicas, configs=configs)
-        st, _ = await eventually(lambda: state(self.wire, name), lambda s: len(s.isr) == replicas, 30)
-        assert len(st.isr) == replicas, f"{name} never had a full ISR: {st}"
-        return name, st
-
-    async def lag_ms(self) -> int:
-        """replica.lag.time.max.ms: DescribeConfigs if served, else the target's settings, else Kafka's default."""
-        w = await self.observer()
-        for node in sorted(self.brokers):
-            try:
-                found = await ops.broker_configs(w, node, ["replica.lag.time.max.ms"])
-            except AssertionError:      # DescribeConfigs refused (connection closed): fall back below
-                break
-            if found and "replica.lag.time.max.ms" in found:
-                return int(found["replica.lag.time.max.ms"])
-        settings = self.target.config().get("settings", {})
-        return int(settings.get("replica.lag.time.max.ms", DEFAULT_LAG_MS))
-
-    async def broker_setting(self, name: str, default: int) -> int:
-        """A broker setting: DescribeConfigs if served, else the target's settings, else ``default``."""
-        w = await self.observer()
-        for node in sorted(self.brokers):
-            try:
-                found = await ops.broker_configs(w, node, [name])
-            except AssertionError:
-                break
-            if found and name in found:
-                return int(found[name])
-        return int(self.target.config().get("settings", {}).get(name, default))
-
-    def pause(self, node: int) -> None:
-        self.target.pause_broker(node)
-        self.paused.add(node)
-
-    def resume(self, node: int) -> None:
-        self.target.resume_broker(node)
-        self.paused.discard(node)
-
-    async def kill(self, node: int) -> None:
-        self.target.kill_broker(node)
-        self.killed.add(node)
-        dead = self.wires.pop(node, None)
-        if dead is not None:
-            with contextlib.suppress(Exception):
-                await dead.close()
-
-    def restart(self, node: int) -> None:
-        self.target.restart(node)
-        self.killed.discard(node)
-
-    def heal(self) -> None:
-        for node in list(self.paused):
-            self.resume(node)
-        for node in list(self.killed):
-            self.restart(node)
-
-    async def close(self) -> None:
-        for w in self.wires.values():
-            with contextlib.suppress(Exception):
-                await w.close()
-        await self.wire.close()
 
 
 @pytest.fixture
@@ -496,11 +377,9 @@ async def test_hw_monotonic_per_epoch_across_failover(cluster: Cluster, evidence
         acked.append((base, value))
         by_epoch.setdefault(st.leader_epoch, []).append((await high_watermark(leader, topic, 0, st.leader_epoch))[1])
     await cluster.kill(st.leader)
-    obs = await cluster.observer({st.leader})
-    st2, _ = await eventually(lambda: state(obs, topic),
-                              lambda s: s.leader >= 0 and s.leader != st.leader and s.leader_epoch > st.leader_epoch, 60)
-    assert st2.leader != st.leader and st2.leader in st.isr, f"no clean leader from ISR {st.isr} after kill: {st2}"
-    new = await cluster.to(st2.leader)
+    st2, new, waited = await cluster.new_leader(topic, st)
+    evidence.note("election", {"old": st.leader, "new": st2.leader, "epoch": st2.leader_epoch, "waited_s": round(waited, 1)})
+    assert st2.leader in st.isr, f"no clean leader from ISR {st.isr} after kill: {st2}"
     for i in range(5):
         err, base, _ = await ops.produce(new, topic, 0, [f"after-{i}".encode()], acks=-1)
         assert err == NONE, f"acks=all on the new leader {st2.leader}: {err}"
@@ -535,10 +414,8 @@ async def test_old_leader_truncates_by_leader_epoch(cluster: Cluster, evidence: 
     await cluster.kill(old)                               # before the followers leave the ISR: a clean election follows
     for f in followers:
         cluster.resume(f)
-    obs = await cluster.observer({old})
-    st2, _ = await eventually(lambda: state(obs, topic), lambda s: s.leader in followers, 60)
-    assert st2.leader in followers, f"no new leader among {followers}: {st2}"
-    new = await cluster.to(st2.leader)
+    st2, new, waited = await cluster.new_leader(topic, st, among=followers)
+    evidence.note("election", {"old": old, "new": st2.leader, "epoch": st2.leader_epoch, "waited_s": round(waited, 1)})
     err, base_c, _ = await ops.produce(new, topic, 0, [b"c-0", b"c-1", b"c-2"], acks=-1)
     assert err == NONE and base_c == n, f"the new leader's log must end at {n} (B was never replicated): {base_c}"
     err, epoch, end = await ops.offset_for_leader_epoch(new, topic, 0, st.leader_epoch)
@@ -553,13 +430,30 @@ async def test_old_leader_truncates_by_leader_epoch(cluster: Cluster, evidence: 
     st4, _ = await eventually(lambda: state(new, topic), lambda s: s.leader == old, 30)
     if st4.leader != old:
         pytest.skip(f"could not move leadership back to {old} (preferred replica {st.replicas[0]}): {st4}")
-    back = await cluster.to(old)
-    got = (await ops.fetch(back, topic, 0, 0, max_wait_ms=10, min_bytes=0)).records
+    _, back, _ = await cluster.new_leader(topic, st3, among=[old])
     want = [(i, f"a-{i}".encode()) for i in range(n)] + [(n + i, f"c-{i}".encode()) for i in range(3)]
-    assert got[:len(want)] == want, (
-        f"the old leader {old} serves {got}; after truncating by epoch it must hold {want} (its acks=1 "
-        f"records b-0, b-1 at {n}.. dropped)")
+    # Read from the old leader's own log start: Kafka 4.4.0 under load (load 25-45), with the old leader killed
+    # (-9) and restarted, answered a consumer Fetch at 0 on it, leader again, with OFFSET_OUT_OF_RANGE (HW -1) for
+    # 33-65 s, and still after one more acks=all record was appended there (NONE at 6): offset 0 was below its log
+    # start. What it holds from there on must be the new leader's records at the same offsets, without b-0, b-1.
 
+    async def read_back() -> tuple[int, int, ops.Fetched]:
+        err, start, _ = await back.list_offsets(topic, 0, EARLIEST)
+        return err, start, await ops.fetch(back, topic, 0, max(start, 0), max_wait_ms=10, min_bytes=0)
+
+    (err, start, f), waited = await eventually(
+        read_back, lambda r: r[0] == NONE and r[2].error == NONE and r[2].high_watermark >= len(want),
+        await cluster.election_bound_s())
+    got = f.records
+    evidence.note("old_leader_serves", {"log_start": start, "fetch_error": f.error, "hw": f.high_watermark,
+                                        "records": [[o, v.decode() if v else v] for o, v in got],
+                                        "waited_s": round(waited, 1)})
+    assert err == NONE and 0 <= start <= n and f.error == NONE, (
+        f"the old leader {old}, leader again: ListOffsets EARLIEST error {err} (log start {start}), Fetch there "
+        f"error {f.error}, HW {f.high_watermark} after {waited:.0f} s; it must serve at least the records from {n}")
+    assert got[:len(want) - start] == want[start:], (
+        f"the old leader {old} serves {got} from its log start {start}; after truncating by epoch it must hold "
+        f"{want[start:]} there (its acks=1 records b-0, b-1 at {n}.. dropped)")
 
 async def new_leader_before_any_write(c: Cluster, topic: str, st: ops.PartitionMeta) -> ops.PartitionMeta:
     """Move leadership before anything is written: stop the leader until the controller fenced it and elected
@@ -567,14 +461,10 @@ async def new_leader_before_any_write(c: Cluster, topic: str, st: ops.PartitionM
     offset 0, so epoch ``st.leader_epoch`` ends at 0 in its log."""
     c.pause(st.leader)
     try:
-        obs = await c.observer({st.leader})
-        st2, _ = await eventually(lambda: state(obs, topic),
-                                  lambda s: s.leader >= 0 and s.leader != st.leader and s.leader_epoch > st.leader_epoch,
-                                  60)
+        st2, new, _ = await c.new_leader(topic, st)
     finally:
         c.resume(st.leader)
-    assert st2.leader != st.leader, f"no new leader while {st.leader} was stopped: {st2}"
-    st3, _ = await eventually(lambda: state(obs, topic), lambda s: len(s.isr) == len(s.replicas), 30)
+    st3, _ = await eventually(lambda: state(new, topic), lambda s: len(s.isr) == len(s.replicas), 30)
     assert len(st3.isr) == len(st3.replicas), f"{st.leader} never rejoined the ISR: {st3}"
     return st3
 
@@ -696,8 +586,7 @@ async def test_list_offsets_not_available_while_hw_lags_epoch_start(cluster: Clu
         assert err == NONE and base == 10
         await asyncio.sleep(0.5)                     # `heir` fetches 10..11; the HW stays 10
         await cluster.kill(st.leader)
-        new = await cluster.to(heir)
-        st2, _ = await eventually(lambda: state(new, topic), lambda s: s.leader == heir, 60)
+        st2, new, _ = await cluster.new_leader(topic, st)
         if st2.leader != heir:
             pytest.skip(f"{heir} did not become the leader (state {st2})")
         err, latest, _ = await new.list_offsets(topic, 0, LATEST)

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 from kafka import errors as E
 
+from conformance.cluster import Cluster, eventually, state
 from conformance.evidence import Evidence
 from conformance.properties import ops
 from conformance.properties.ops import NONE
 from conformance.rules import rule
-from conformance.suites.test_isr_hw import Cluster, eventually, state
 from conformance.wire import LATEST, Wire, idempotent_batch
 from fixtures.target import Target
 
@@ -196,12 +196,8 @@ async def test_retry_after_failover_is_a_duplicate(cluster: Cluster, evidence: E
     for node in [r for r in st.replicas if r != st.leader]:
         await restart_in_sync(cluster, topic, node)
     await cluster.kill(st.leader)
-    obs = await cluster.observer({st.leader})
-    st2, _ = await eventually(lambda: state(obs, topic),
-                              lambda s: s.leader >= 0 and s.leader != st.leader and s.leader_epoch > st.leader_epoch,
-                              60)
-    assert st2.leader != st.leader and st2.leader in st.isr, f"no clean leader from ISR {st.isr} after kill: {st2}"
-    new = await cluster.to(st2.leader)
+    st2, new, _ = await cluster.new_leader(topic, st)
+    assert st2.leader in st.isr, f"no clean leader from ISR {st.isr} after kill: {st2}"
     answer = await new.produce_batch(topic, 0, sent[-1][0], label="retry of the last batch on the new leader")
     err, latest, _ = await new.list_offsets(topic, 0, LATEST)
     got = await log_values(new, topic)
@@ -246,11 +242,7 @@ async def test_retry_after_truncation_is_a_duplicate(cluster: Cluster, evidence:
     cluster.pause(old)
     for f in followers:
         cluster.resume(f)
-    obs = await cluster.observer({old})
-    st2, _ = await eventually(lambda: state(obs, topic),
-                              lambda s: s.leader in followers and s.leader_epoch > st.leader_epoch, 90)
-    assert st2.leader in followers, f"no follower was elected while the leader {old} was paused: {st2}"
-    new = await cluster.to(st2.leader)
+    st2, new, _ = await cluster.new_leader(topic, st, among=followers)
     err, base_c, _ = await ops.produce(new, topic, 0, [b"c"], acks=1)
     assert (err, base_c) == (NONE, 3), f"the new leader {st2.leader} must append C at 3 (B never reached it): {err}"
     cluster.resume(old)
@@ -260,8 +252,8 @@ async def test_retry_after_truncation_is_a_duplicate(cluster: Cluster, evidence:
     st4, _ = await eventually(lambda: state(new, topic), lambda s: s.leader == old, 60)
     if st4.leader != old:
         pytest.skip(f"could not move leadership back to {old}: {st4}")
-    cluster.wires.pop(old, None)       # a connection from before the pause may have been closed meanwhile
-    back = await cluster.to(old)
+    await cluster.drop(old)            # a connection from before the pause may have been closed meanwhile
+    _, back, _ = await cluster.new_leader(topic, st3, among=[old])
     p_retry, _ = await eventually(lambda: back.produce_batch(topic, 0, p_batches[2], label="P's retry"),
                                   lambda r: r[0] == NONE, 15)
     q_retry = await back.produce_batch(topic, 0, b_batch, label="Q's retry of the truncated B")

@@ -25,6 +25,7 @@ from typing import TypeVar
 
 import pytest
 from confluent_kafka import Producer
+from kct_cluster_helpers import await_leader
 
 from conformance.properties import ops
 from conformance.wire import LATEST, Wire, idempotent_batch
@@ -145,10 +146,7 @@ async def test_follower_truncation_keeps_producers_below_the_truncation_point(ma
         cluster.pause(old)
         for f in followers:
             cluster.resume(f)
-        st2 = await eventually(lambda: nodes.state(topic, followers[0]),
-                               lambda s: s.leader in followers and s.leader_epoch > st.leader_epoch, 60,
-                               "a follower elected leader while the old leader is paused")
-        nw = await nodes.to(st2.leader)
+        st2, nw = await await_leader(cluster, nodes, topic, st, among=followers, down={old})
         assert await nw.produce_batch(topic, 0, idempotent_batch([b"c"], -1, -1, -1), acks=1) == (NONE, 3)
         cluster.resume(old)
         await eventually(lambda: nodes.state(topic, st2.leader), lambda s: old in s.isr, 60,
@@ -157,7 +155,7 @@ async def test_follower_truncation_keeps_producers_below_the_truncation_point(ma
         await eventually(lambda: nodes.state(topic, st2.leader), lambda s: s.leader == old, 30,
                          "leadership back on the old leader")
         await nodes.drop(old)
-        lw = await eventually(lambda: nodes.to(old), lambda w: True, 10, "a connection to the old leader")
+        _, lw = await await_leader(cluster, nodes, topic, st2, among=[old])
         p_retry = await eventually(lambda: lw.produce_batch(topic, 0, p_batches[2]), lambda r: r[0] == NONE, 15,
                                    "the old leader accepting produce")
         q_retry = await lw.produce_batch(topic, 0, b_batch)
@@ -233,10 +231,7 @@ async def test_retry_after_failover_to_a_restarted_follower_is_a_duplicate(make_
                              f"broker {f} back in the ISR")
         cluster.kill(st.leader)
         await nodes.drop(st.leader)
-        survivor = next(r for r in st.replicas if r != st.leader)
-        st2 = await eventually(lambda: nodes.state(topic, survivor),
-                               lambda s: s.leader >= 0 and s.leader != st.leader, 60, "a new leader")
-        nw = await nodes.to(st2.leader)
+        st2, nw = await await_leader(cluster, nodes, topic, st, down={st.leader})
         retry = await nw.produce_batch(topic, 0, last)
         assert retry == (NONE, 3), (
             f"the new leader {st2.leader} (restarted since the batch was written) answered the retry with {retry}; "

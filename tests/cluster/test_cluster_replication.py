@@ -16,7 +16,15 @@ import time
 from confluent_kafka import Producer, TopicPartition
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.record.memory_records import MemoryRecords
-from kct_cluster_helpers import admin, create_topic, move_leadership, partition_state, wait_for
+from kct_cluster_helpers import (
+    admin,
+    create_topic,
+    leader_state,
+    move_leadership,
+    new_leader,
+    partition_state,
+    wait_for,
+)
 
 from reference_broker.client.protocol import Connection
 from reference_broker.log.file import FileLog
@@ -224,9 +232,10 @@ def test_list_offsets_not_available_while_a_new_leaders_hw_lags_its_epoch_start(
     try:
         assert produce(f"127.0.0.1:{cluster.ports[leader]}", topic, [b"b0", b"b1"], acks="1") == []
         time.sleep(0.5)                              # `heir` fetches 10..11; the HW stays 10
+        before = leader_state(cluster, topic, leader)
         cluster.kill(leader)
-        (new, _, _), _ = wait_for(lambda: partition_state(f"127.0.0.1:{cluster.ports[heir]}", topic),
-                                  lambda s: s[0] == heir, 30, f"{heir} leading after {leader} was killed")
+        new = new_leader(cluster, topic, before, down={leader, stopped}).leader
+        assert new == heir, f"{heir} (the only live replica in the ISR) must lead after {leader} was killed: {new}"
         got = asyncio.run(list_latest(cluster.ports[heir], topic))
         assert got[0] == 78, (f"ListOffsets LATEST on the new leader {heir} (epoch start 12, HW 10): error {got[0]}, "
                               f"offset {got[1]}; Kafka: OFFSET_NOT_AVAILABLE (78)")
