@@ -142,6 +142,7 @@ class TransactionCoordinator:
         self.owned: dict[int, int] = {}             # __transaction_state partition -> coordinator epoch
         self.txns: dict[str, TxnMetadata] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._late: set[str] = set()                # txn.timeout_abort_unchecked: late aborts waiting
         self._timer: Timer | None = None
 
     # -- ownership (TransactionStateManager.loadTransactionsForTxnTopicPartition / removeTransactions...) ------
@@ -591,9 +592,21 @@ class TransactionCoordinator:
 
     async def _late_fence(self, m: TxnMetadata) -> None:
         """The txn.timeout_abort_unchecked fault: the abort decided above starts later, without re-checking the
-        transaction (an EndTxn handled meanwhile has prepared its own end)."""
+        transaction: once an EndTxn handled meanwhile has prepared its own end (or after four cleanup intervals),
+        so both complete. Waiting for that EndTxn, not a fixed time, makes the fault show whenever the producer's
+        EndTxn comes after the decision, however loaded the machine."""
         parts = set(m.partitions)
-        await self.clock.sleep(0.5)
+        interval = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
+        waited = 0.0
+        if m.transactional_id in self._late:
+            return                            # one late abort per transaction, as one decision
+        self._late.add(m.transactional_id)
+        try:
+            while m.state == ONGOING and waited < 4 * interval:
+                await self.clock.sleep(0.005)
+                waited += 0.005
+        finally:
+            self._late.discard(m.transactional_id)
         m.pending = None
         m.partitions |= parts
         await self._fence(m)

@@ -293,11 +293,13 @@ FAULTS = [
     ("txn.no_partition_verification", TXN, "not_in_transaction or commit_visible", "TXN-VERIFY-PARTITION",
      {"TXN-COMMIT-VISIBLE"}),
     # transaction version 2 (KIP-890 part 2; the epoch and retry checks add their partitions through Produce v12)
-    ("txn.no_epoch_bump", TXN, "epoch_bumps or adds_its_partition", "TXN-TV2-EPOCH-BUMP", {"TXN-TV2-IMPLICIT-ADD"}),
+    # (its TV2 markers keep the producer's epoch, which a leader refuses while the transaction is open, KIP-1228: the
+    # TV2 rules' commits never become visible, so the neighbour is a classic-protocol rule)
+    ("txn.no_epoch_bump", TXN, "epoch_bumps or commit_visible", "TXN-TV2-EPOCH-BUMP", {"TXN-COMMIT-VISIBLE"}),
     ("txn.tv2_no_retry", TXN, "retried_end or epoch_bumps", "TXN-TV2-RETRY", {"TXN-TV2-EPOCH-BUMP"}),
     ("txn.no_implicit_add", TXN, "adds_its_partition or commit_visible", "TXN-TV2-IMPLICIT-ADD",
      {"TXN-COMMIT-VISIBLE"}),
-    ("txn.no_concurrent_check", TXN, "markers_pending", "TXN-CONCURRENT", set()),
+    ("txn.no_concurrent_check", TXN, "concurrent_transactions_while_markers_pending", "TXN-CONCURRENT", set()),
     ("txn.markers_leader_only", TXN, "leader_failover", "TXN-MARKERS-FAILOVER", set()),
     # TxnOffsetCommit's errors and the admin views of transactions (issue 24, items 8 and 9)
     ("txn.offset_commit_group_not_found", TXN, "offset_commit_unknown_group or transaction_before_group",

@@ -85,7 +85,9 @@ def test_machine_finds_and_shrinks_a_broken_field(tmp_path: Path) -> None:
     cfg = {"memory": "true", **SETTINGS}
     with ReferenceTarget(cfg, work_dir=tmp_path / "a") as a, \
             ReferenceTarget({**cfg, "faults": "offsets.uncommitted_is_zero"}, work_dir=tmp_path / "b") as b:
-        found = run_machine(a.bootstrap, b.bootstrap, "ci", tmp_path, Tally(), examples=40, steps=8,
+        # derandomize seeds hypothesis from the machine's source: an edit anywhere in it (a renamed constant) draws
+        # other programs, and 40 of them once missed the uncommitted partition; 100 find it (6 s)
+        found = run_machine(a.bootstrap, b.bootstrap, "ci", tmp_path, Tally(), examples=100, steps=8,
                             derandomize=True)
         assert found["differences"], "the machine did not notice OffsetFetch answering 0 instead of -1"
         first = found["differences"][0]
