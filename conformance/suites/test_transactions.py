@@ -913,6 +913,11 @@ async def test_concurrent_transactions_while_markers_pending(cluster: Cluster, e
         f"since pause) {asked}; "
         f"Kafka: CONCURRENT_TRANSACTIONS ({CONCURRENT_TRANSACTIONS}) while the state is PrepareCommit")
     cluster.resume(x)
+    if any(a[1] != "PrepareCommit" or a[3] != "PrepareCommit" for a in asked):
+        # the commit completed while the check asked (the asks after it began, and InitProducerId fenced, a new
+        # transaction): what follows the resume is about a marker held until then, which this run did not have
+        evidence.note("completed_while_asking", True)
+        return
     got, _ = await eventually(lambda: p.add_partitions([(other, 0)], retry=False),
                               lambda r: r[(other, 0)] != CONCURRENT_TRANSACTIONS, 60, 0.2)
     assert got[(other, 0)] == NONE, f"after {x} resumed AddPartitionsToTxn answered {got}"
