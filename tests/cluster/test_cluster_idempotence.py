@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import pytest
 from confluent_kafka import Producer
-from kct_cluster_helpers import await_leader
+from kct_cluster_helpers import Wires, await_leader
 
 from conformance.properties import ops
 from conformance.wire import LATEST, Wire, idempotent_batch
@@ -48,34 +48,13 @@ async def eventually(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}")
 
 
-class Nodes:
-    """One Wire per broker of a reference cluster (reopened after a restart)."""
-
-    def __init__(self, cluster) -> None:
-        self.cluster = cluster
-        self.wires: dict[int, Wire] = {}
-
-    async def to(self, node: int) -> Wire:
-        w = self.wires.get(node)
-        if w is None or w.conn.closed:
-            w = self.wires[node] = await Wire.connect(f"127.0.0.1:{self.cluster.ports[node]}")
-        return w
-
-    async def drop(self, node: int) -> None:
-        w = self.wires.pop(node, None)
-        if w is not None:
-            try:
-                await w.close()
-            except Exception:  # noqa: BLE001 - the broker was killed
-                pass
+class Nodes(Wires):
+    """One Wire per broker of a reference cluster (kct_cluster_helpers.Wires), plus the partition's metadata."""
 
     async def state(self, topic: str, via: int) -> ops.PartitionMeta:
         _b, parts = await ops.metadata(await self.to(via), [topic])
         return parts[(topic, 0)]
 
-    async def close(self) -> None:
-        for node in list(self.wires):
-            await self.drop(node)
 
 
 async def raw_batches(w: Wire, topic: str) -> list[bytes]:
