@@ -24,6 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .ports import free_port
 from .supervisor import ManagedProcess, ProcessError
 
 HOST = "127.0.0.1"
@@ -31,12 +32,6 @@ HOST = "127.0.0.1"
 
 class ClusterError(ProcessError):
     """A node could not be started or controlled; the message says which and why (with its log tail)."""
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class NodeProcess(ManagedProcess):
