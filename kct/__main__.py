@@ -5,6 +5,8 @@ examples:
   kct cluster --brokers 3 --data-dir /tmp/kc             # a reference cluster (READY bootstrap, CONTROL socket)
   kct ctl --control /tmp/kc/control.sock kill 1          # kill|pause|resume|restart a node, status
   kct suites --target reference -x                       # the conformance suites (pytest arguments pass through)
+  kct suites --target kafka --target-config brokers=3    # the same suites on Apache Kafka (jars from Maven Central)
+  kct diff --a reference --b kafka --out out/diff        # differential mode: same conversations, answers compared
   kct chaos run --nemesis kill,pause --duration 60s --seed 7 --out out/chaos
   kct chaos run --bootstrap 127.0.0.1:9092 --control /tmp/kc/control.sock --nemesis kill
   kct proxy serve --api 127.0.0.1:8474                   # the Toxiproxy-compatible proxy
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+
+from fixtures.factory import TARGET_NAMES
 
 
 def _broker(argv: list[str]) -> int:
@@ -68,6 +72,12 @@ def _check(argv: list[str]) -> int:
     return _reports(["check", *argv])
 
 
+def _diff(argv: list[str]) -> int:
+    from conformance.diff.__main__ import main
+
+    return int(main(argv))
+
+
 def _main_job(argv: list[str]) -> int:
     from conformance.main import main
 
@@ -78,7 +88,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "broker": ("run one reference broker (reference_broker serve)", _broker),
     "cluster": ("run a reference cluster: a controller and N brokers", _reference("cluster")),
     "ctl": ("control a running reference cluster through its CONTROL socket", _reference("ctl")),
-    "suites": ("run the conformance suites with pytest (--target reference|tansu|docker|live ...)", _suites),
+    "suites": (f"run the conformance suites with pytest (--target {'|'.join(TARGET_NAMES)} ...)", _suites),
+    "diff": ("differential mode: the suites' conversations replayed on two targets, answers compared", _diff),
     "chaos": ("chaos runs, fault schedules (chaos run | nemesis plan | proxy serve)", _chaos),
     "proxy": ("the Toxiproxy-compatible proxy (proxy serve --api HOST:PORT)", _proxy),
     "check": ("check one history file (reports check)", _check),

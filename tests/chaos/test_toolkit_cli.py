@@ -11,8 +11,11 @@ from reports.fault_attribution import attribute, fault_intervals, kinds
 def test_kct_help_lists_every_tool_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for cmd in ("broker", "cluster", "ctl", "suites", "chaos", "proxy", "check", "reports", "main"):
+    for cmd in ("broker", "cluster", "ctl", "suites", "diff", "chaos", "proxy", "check", "reports", "main"):
         assert f"\n  {cmd} " in out
+    from fixtures.factory import TARGET_NAMES
+
+    assert all(name in out for name in TARGET_NAMES)  # every target the suites take is named (kafka was missing)
     assert "kct chaos run --nemesis kill,pause" in out
     assert main(["nope"]) == 2
 
@@ -21,6 +24,8 @@ def test_kct_dispatches_to_the_tool(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["chaos", "run", "--dry-run", "--seed", "7", "--nemesis", "kill", "--duration", "30s"]) == 0
     assert "kill" in capsys.readouterr().out
     assert main(["chaos", "run", "--nemesis", "bogus", "--dry-run"]) == 2
+    assert main(["diff", "--a", "reference"]) == 2     # the differential mode's own usage error (no --b)
+    assert "--b" in capsys.readouterr().err
 
 
 def _nem(i: int, t: int, typ: str, phase: str, kind: str, **extra: object) -> dict:
