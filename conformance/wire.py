@@ -34,6 +34,7 @@ from kafka.protocol.admin import (
     DeleteRecordsRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeQuorumRequest,
     ElectLeadersRequest,
 )
 from kafka.protocol.consumer import (
@@ -69,13 +70,14 @@ VERSIONS: dict[str, int] = {
     # transaction protocol version 2 (KIP-890 part 2)
     "AddPartitionsToTxn": 3, "AddOffsetsToTxn": 3, "EndTxn": 4, "TxnOffsetCommit": 3, "DescribeTransactions": 0,
     "ListTransactions": 0,
+    "DescribeQuorum": 2,     # KIP-595; v1 adds fetch/caught-up timestamps, v2 directory ids and the voters' nodes
 }
 API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
             "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
             "CreateTopics": 19, "DeleteRecords": 21, "OffsetForLeaderEpoch": 23, "DescribeGroups": 15,
             "DescribeConfigs": 32, "ElectLeaders": 43, "InitProducerId": 22, "AddPartitionsToTxn": 24,
             "AddOffsetsToTxn": 25, "EndTxn": 26, "TxnOffsetCommit": 28, "DescribeTransactions": 65,
-            "ListTransactions": 66}
+            "ListTransactions": 66, "DescribeQuorum": 55}
 EARLIEST, LATEST = -2, -1
 NONE = 0
 # FindCoordinator answers a client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
@@ -903,6 +905,14 @@ class Wire:
                                      include_synonyms=False, include_documentation=False)
         res = (await self.request("DescribeConfigs", req)).body.results[0]
         return res.error_code, {cfg.name: cfg.value for cfg in res.configs if cfg.value is not None}
+
+    async def describe_quorum(self) -> Any:
+        """DescribeQuorum for __cluster_metadata-0 (a broker forwards it to the active controller, KIP-595) → the
+        answer's body, as kafka-python decodes it."""
+        T = DescribeQuorumRequest.TopicData
+        req = DescribeQuorumRequest(topics=[T(topic_name="__cluster_metadata",
+                                              partitions=[T.PartitionData(partition_index=0)])])
+        return (await self.request("DescribeQuorum", req)).body
 
     async def elect_preferred_leader(self, topic: str, partition: int) -> int:
         """ElectLeaders v2 (PREFERRED) for one partition (any broker forwards it, KIP-460) → its error code."""
