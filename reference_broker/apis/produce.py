@@ -214,6 +214,16 @@ def refused_response(req, err: int):
         throttle_time_ms=0)
 
 
+# ReplicaManager.appendToLocalLog: these failures answer LogAppendInfo.UNKNOWN_LOG_APPEND_INFO (log start -1); any
+# other failure of the append (sequence, producer epoch, min.insync.replicas, record validation, and the acks=all
+# outcomes after it) answers the partition's log start offset (processFailedRecord). Kafka 4.4.0, one node:
+# OUT_OF_ORDER_SEQUENCE answered log_start_offset 0, MESSAGE_TOO_LARGE / UNKNOWN_TOPIC_OR_PARTITION /
+# INVALID_TXN_STATE -1.
+NO_LOG_START = frozenset({0, E.UnknownTopicOrPartitionError.errno, E.NotLeaderForPartitionError.errno,
+                          E.MessageSizeTooLargeError.errno, E.RecordListTooLargeError.errno,
+                          E.CorruptRecordError.errno, E.KafkaStorageError.errno})
+
+
 @handles(ProduceRequest, ProduceResponse, VERSIONS)
 async def handle(ctx: BrokerContext, req):
     b = ctx.broker
@@ -222,6 +232,7 @@ async def handle(ctx: BrokerContext, req):
     if refusal:
         return refused_response(req, refusal)
     results: dict[tuple[str, int], list] = {}   # (topic, partition) -> [error, base_offset, message]
+    appended: set[tuple[str, int]] = set()       # partitions whose answer comes from the append itself
     checked: dict[tuple[str, int], tuple] = {}   # passed every check before the append: (partition, bytes, header)
     for td in req.topic_data:
         for pd in td.partition_data:
@@ -260,6 +271,7 @@ async def handle(ctx: BrokerContext, req):
              if key not in refused], acks, AppendOrigin.CLIENT, max(req.timeout_ms, 0) / 1000)
         for key, r in (await pending.wait()).items():         # acks=0/1: at once
             results[key] = [r.error, r.base_offset, r.message]
+            appended.add(key)
     if acks == 0:
         failed = {k: v for k, v in results.items() if v[0]}
         if failed:
@@ -272,9 +284,10 @@ async def handle(ctx: BrokerContext, req):
             msg = None      # Kafka: PartitionResponse(error) and LogAppendResult.errorMessage carry none
 
         p = b.partition(topic, idx)
+        with_start = p is not None and (err == 0 or ((topic, idx) in appended and err not in NO_LOG_START))
         by_topic.setdefault(topic, []).append(PartResp(
             index=idx, error_code=err, base_offset=base, log_append_time_ms=-1,
-            log_start_offset=p.log.log_start_offset if p is not None and err == 0 else -1,
+            log_start_offset=p.log.log_start_offset if with_start else -1,
             record_errors=[], error_message=msg))
     return ProduceResponse(responses=[TopicResp(name=t, partition_responses=ps) for t, ps in by_topic.items()],
                            throttle_time_ms=0)

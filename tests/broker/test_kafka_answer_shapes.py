@@ -15,13 +15,14 @@ from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from conformance.properties import ops
-from conformance.wire import Wire, keyed_batch, record_batch, unique_name
+from conformance.wire import Wire, idempotent_batch, keyed_batch, record_batch, unique_name
 from fixtures import make_target
 from fixtures.reference import ReferenceTarget
 from fixtures.target import Target
 
 MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 10, 2, 3
 OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID = 1, 75, 100
+OUT_OF_ORDER_SEQUENCE = 45
 # Kafka 4.4.0's CreateTopics v7 answer for a topic with retention.ms=1000 (the configs the reference knows)
 KAFKA_CREATED = {"cleanup.policy": ("delete", 5), "compression.type": ("producer", 5),
                  "max.message.bytes": ("1048588", 5), "message.timestamp.type": ("CreateTime", 5),
@@ -70,6 +71,31 @@ def test_produce_error_message_only_for_unreadable_records(broker: ReferenceTarg
     big, junk = run(broker.bootstrap, body)
     assert (big.error_code, big.error_message) == (MESSAGE_TOO_LARGE, None), big
     assert junk.error_code == CORRUPT_MESSAGE and junk.error_message, junk
+
+
+def test_produce_log_start_offset_on_append_failures(broker: ReferenceTarget) -> None:
+    """A failure of the append itself (here OUT_OF_ORDER_SEQUENCE) answers the partition's log start offset; a
+    partition refused before the append (MESSAGE_TOO_LARGE, unknown partition) answers -1 (ReplicaManager.
+    appendToLocalLog: UNKNOWN_LOG_APPEND_INFO vs processFailedRecord). Kafka 4.4.0: 0 and -1, -1 (the reference
+    answered -1 for the sequence gap before)."""
+    async def body(w: Wire) -> list[Any]:
+        topic = await w.create_topic(configs={"max.message.bytes": "2000"})
+        await w.produce(topic, count=3)
+        assert await ops.delete_records(w, topic, 0, 1) == (0, 1)
+        err, pid, epoch = await w.init_producer_id()
+        assert err == 0
+        out = []
+        for batch, part in [(idempotent_batch([b"a"], pid, epoch, 0), 0), (idempotent_batch([b"b"], pid, epoch, 7), 0),
+                            (record_batch([b"y" * 5000]), 0), (record_batch([b"y"]), 5)]:
+            r = await w.request("Produce", w.produce_request(topic, part, batch))
+            pr = r.body.responses[0].partition_responses[0]
+            out.append((pr.error_code, pr.base_offset, pr.log_start_offset))
+        return out
+    ok, gap, large, unknown = run(broker.bootstrap, body)
+    assert ok == (0, 3, 1), ok
+    assert gap == (OUT_OF_ORDER_SEQUENCE, -1, 1), gap
+    assert large == (MESSAGE_TOO_LARGE, -1, -1), large
+    assert unknown == (UNKNOWN_TOPIC_OR_PARTITION, -1, -1), unknown
 
 
 def test_describe_configs_messages_and_offset_metadata_limit(broker: ReferenceTarget) -> None:
