@@ -116,6 +116,7 @@ class BrokerNode:
         self.host = "127.0.0.1"
         self.port = 0
         self.image = MetadataImage()
+        config.bind_dynamic(self.image, self.node_id)     # dynamic broker configs come from the metadata log
         self.broker_epoch = -1
         self.fenced = True
         self._unfenced = asyncio.Event()
