@@ -42,6 +42,8 @@ async def handle(ctx: BrokerContext, req):
         p = rm.partitions[(topic, index)]
         log = p.log
         size = log.bytes_between(log.log_start_offset, log.log_end_offset)
+        if ctx.broker.faults.on("log_dirs.size_records"):
+            size = log.log_end_offset - log.log_start_offset
         lag = max(p.hw - log.log_end_offset, 0)
         topics.setdefault(topic, []).append(Part(partition_index=index, partition_size=size, offset_lag=lag,
                                                  is_future_key=False))

@@ -117,6 +117,8 @@ def alter_topic(c: QuorumController, name: str, changes: list[Change], validate_
             if key in new or items != _items(_topic_base(c, new, key)):
                 new[key] = ",".join(items)
     why = config_error(new)
+    if why and _fault(c, "configs.accept_invalid_value"):
+        why = next((f"Unknown topic config name: {k}" for k in new if k not in KAFKA_TOPIC_CONFIGS), None)
     if why:
         return E.InvalidConfigurationError.errno, why, []
     if validate_only:
@@ -164,10 +166,16 @@ def alter(c: QuorumController, resource_type: int, name: str, changes: list[Chan
     """Validate one resource's change and commit its records (nothing on an error or validate_only); ``replace``:
     AlterConfigs, the given set replaces the resource's configs."""
     fn = alter_topic if resource_type == TOPIC_RESOURCE else alter_broker
+    if validate_only and _fault(c, "configs.validate_only_applies"):
+        validate_only = False
     err, msg, records = fn(c, name, changes, validate_only, replace)
     if err == 0 and records:
         c._commit(records)
     return err, msg
+
+
+def _fault(c: QuorumController, name: str) -> bool:
+    return c.faults is not None and c.faults.on(name)
 
 
 def ensure_cluster_defaults(c: QuorumController) -> None:

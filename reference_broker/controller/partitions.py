@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from kafka import errors as E
 
+from ..metadata.records import NO_LEADER
 from .placement import place
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ def create_partitions(c: QuorumController, name: str, count: int, assignments: l
     if t is None:
         return E.UnknownTopicOrPartitionError.errno, None
     current = len(t.partitions)
+    if count <= current and c.faults is not None and c.faults.on("partitions.no_increase_check"):
+        return 0, None
     if count < current or count <= 0:
         return (E.InvalidPartitionsError.errno,
                 f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
@@ -82,7 +85,8 @@ def create_partitions(c: QuorumController, name: str, count: int, assignments: l
         new = [(replicas, [r for r in replicas if r in live]) for replicas in place(live, added, rf, c.rng, down)]
     if validate_only:
         return 0, None
+    leaderless = c.faults is not None and c.faults.on("partitions.new_leaderless")
     c._commit([{"type": "partition", "topic_id": str(t.topic_id), "partition": current + i, "replicas": replicas,
-                "isr": isr, "leader": isr[0], "leader_epoch": 0, "partition_epoch": 0}
+                "isr": isr, "leader": NO_LEADER if leaderless else isr[0], "leader_epoch": 0, "partition_epoch": 0}
                for i, (replicas, isr) in enumerate(new)])
     return 0, None

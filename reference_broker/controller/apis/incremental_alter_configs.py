@@ -23,7 +23,8 @@ async def handle(ctx: ControllerContext, req):
     out = []
     for r in req.resources:
         err, msg = alter(c, r.resource_type, r.resource_name,
-                         [(x.name, x.config_operation, x.value) for x in r.configs], req.validate_only)
+                         [(x.name, x.config_operation, x.value) for x in r.configs], req.validate_only,
+                         replace=c.faults is not None and c.faults.on("configs.incremental_replaces"))
         out.append(Result(error_code=err, error_message=msg, resource_type=r.resource_type,
                           resource_name=r.resource_name))
     if not req.validate_only:
