@@ -335,9 +335,12 @@ def topic_config_entries(configs: dict[str, str], broker_config: Any, *, as_stor
                     synonyms.append((syn[0], canonical(key, dflt), DYNAMIC_DEFAULT_BROKER_CONFIG))
             if broker_key is not None and broker_config.static(broker_key) != DEFAULTS[broker_key][1]:
                 synonyms.append((broker_key, config_text(broker_config.static(broker_key)), STATIC_BROKER_CONFIG))
-            synonyms.append((syn[1], syn[2] if broker_key is None else config_text(DEFAULTS[broker_key][1]),
-                             DEFAULT_CONFIG))
-        if synonyms:
+            # a default given in another unit (log.retention.hours for retention.ms) is listed only below a value
+            # set on the broker side; alone, Kafka 4.4.0 shows the topic default without synonyms
+            if syn[1] == syn[0] or len(synonyms) > (1 if key in configs else 0):
+                synonyms.append((syn[1], syn[2] if broker_key is None else config_text(DEFAULTS[broker_key][1]),
+                                 DEFAULT_CONFIG))
+        if synonyms and (synonyms[0][2] != DEFAULT_CONFIG or syn is None or syn[1] == syn[0]):
             _, value, source = synonyms[0]
         else:
             value, source = d.default, DEFAULT_CONFIG
