@@ -5,15 +5,20 @@ max.message.bytes) instead of assuming Kafka's defaults; a target that tells can
 
 Behavior (Kafka's ConfigHelper.describeConfigs):
 - TOPIC (2): every topic config Kafka 4.4.0 lists (topic_config.KAFKA_TOPIC_CONFIGS) with its type, each the
-  topic's override (source DYNAMIC_TOPIC_CONFIG, shown parsed as Kafka shows it: "TRUE" is "true"), else the broker
-  setting it maps to where the broker honours it (STATIC_BROKER_CONFIG when set at start), else Kafka's default
-  (DEFAULT_CONFIG): topic_config.effective_topic_configs, as CreateTopics v5+ answers them; unknown topic →
+  topic's override (source DYNAMIC_TOPIC_CONFIG, shown parsed as Kafka shows it: "TRUE" is "true"), else a dynamic
+  value of its broker synonym (this broker's: DYNAMIC_BROKER_CONFIG, the cluster default's:
+  DYNAMIC_DEFAULT_BROKER_CONFIG; IncrementalAlterConfigs writes them), else the broker setting it maps to where the
+  broker honours it (STATIC_BROKER_CONFIG when set at start), else Kafka's default (DEFAULT_CONFIG):
+  topic_config.topic_config_entries, as CreateTopics v5+ answers them; with include_synonyms (v1+) the synonyms in
+  Kafka's order and names (retention.ms → log.retention.ms, ..., log.retention.hours); unknown topic →
   UNKNOWN_TOPIC_OR_PARTITION.
-- BROKER (4): this broker's settings (name = its node id), source STATIC_BROKER_CONFIG when set at start, else
-  DEFAULT_CONFIG; "" (the cluster's dynamic defaults) is empty: no dynamic configs here (GAPS.md); another broker's
-  id → INVALID_REQUEST, as Kafka.
-- configuration_keys narrows the list (null: all); other resource types → INVALID_REQUEST. Nothing is sensitive,
-  synonyms and documentation are sent empty, broker settings have config_type UNKNOWN (GAPS.md).
+- BROKER (4): this broker's settings (name = its node id) and every dynamic config set on it or on the cluster
+  default, each from the highest layer that has it: per broker, cluster default, static, default; read_only unless
+  Kafka changes it at run time (config.DYNAMIC_KEYS); a name Kafka does not know is sensitive (value hidden), as
+  Kafka shows it. "" (the cluster's dynamic defaults) lists those only: at least min.insync.replicas, which the
+  controller writes at its first start as Kafka 4.x does at format time. Another broker's id → INVALID_REQUEST.
+- configuration_keys narrows the list (null: all); other resource types → INVALID_REQUEST. Documentation is sent
+  empty; broker settings that are no topic config's synonym have config_type UNKNOWN (GAPS.md).
   offset.metadata.max.bytes is shown (4096, DEFAULT_CONFIG): the limit OffsetCommit enforces, fixed here.
 - error_message is "" for a described resource and for an unknown topic (Kafka leaves the field at its schema
   default there), the reason for the others.

@@ -38,7 +38,9 @@ class ControllerService:
             prepare_data_dir(data_dir)
         self.metadata_log = open_metadata_log(data_dir, config, clock)
         self.controller = QuorumController(config, self.metadata_log, clock, rng, faults)
-        config.bind_dynamic(self.controller.image, config["node.id"])   # a broker in the same process rebinds
+        # the controller honours the cluster-default dynamic configs (unclean.leader.election.enable, ...); a broker
+        # in the same process rebinds the shared config to its own image and id
+        config.bind_dynamic(self.controller.image, -1)
         self.server = Server(self, CONTROLLER)
         self.host = "127.0.0.1"
         self.port = 0
