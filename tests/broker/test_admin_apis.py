@@ -95,6 +95,13 @@ def test_dynamic_broker_configs_change_what_the_broker_enforces(broker: Referenc
         got = await _describe(c, TOPIC, "dyn", ["max.message.bytes", "min.insync.replicas"])
         assert got["max.message.bytes"][:2] == ("300", DYNAMIC_DEFAULT_BROKER_CONFIG)
         assert got["min.insync.replicas"][:2] == ("1", DYNAMIC_DEFAULT_BROKER_CONFIG)
+        # retention.ms: alone, the topic default without synonyms; below a cluster value, log.retention.hours too
+        assert (await _describe(c, TOPIC, "dyn", ["retention.ms"]))["retention.ms"] == ("604800000", DEFAULT_CONFIG,
+                                                                                      [])
+        assert (await _alter(c, BROKER, "", [("log.retention.ms", SET, "600000")])) == (0, None)
+        assert (await _describe(c, TOPIC, "dyn", ["retention.ms"]))["retention.ms"] == (
+            "600000", DYNAMIC_DEFAULT_BROKER_CONFIG, [("log.retention.ms", "600000", DYNAMIC_DEFAULT_BROKER_CONFIG),
+                                                      ("log.retention.hours", "168", DEFAULT_CONFIG)])
         assert (await _alter(c, BROKER, node, [("message.max.bytes", SET, "5000")])) == (0, None)
         assert (await produce(c, "dyn", big)).error_code == 0
         got = await _describe(c, BROKER, node, ["message.max.bytes"])
