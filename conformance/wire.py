@@ -69,17 +69,13 @@ VERSIONS: dict[str, int] = {
     # transaction protocol version 2 (KIP-890 part 2)
     "AddPartitionsToTxn": 3, "AddOffsetsToTxn": 3, "EndTxn": 4, "TxnOffsetCommit": 3, "DescribeTransactions": 0,
     "ListTransactions": 0,
-    # admin APIs behind Kafka's tools (issue 27): the highest versions Kafka 4.4.0 and the reference serve
-    "IncrementalAlterConfigs": 1, "AlterConfigs": 2, "CreatePartitions": 3, "DescribeLogDirs": 4,
-    "DescribeCluster": 1,
 }
 API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
             "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
             "CreateTopics": 19, "DeleteRecords": 21, "OffsetForLeaderEpoch": 23, "DescribeGroups": 15,
             "DescribeConfigs": 32, "ElectLeaders": 43, "InitProducerId": 22, "AddPartitionsToTxn": 24,
             "AddOffsetsToTxn": 25, "EndTxn": 26, "TxnOffsetCommit": 28, "DescribeTransactions": 65,
-            "ListTransactions": 66, "IncrementalAlterConfigs": 44, "AlterConfigs": 33, "CreatePartitions": 37,
-            "DescribeLogDirs": 35, "DescribeCluster": 60}
+            "ListTransactions": 66}
 EARLIEST, LATEST = -2, -1
 NONE = 0
 # FindCoordinator answers a client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
@@ -87,6 +83,11 @@ RETRIABLE_COORDINATOR = frozenset({14, 15, 16})
 GZIP = 1  # record batch compression codec (attributes bits 0-2)
 DEFAULT_TIMEOUT_S = 30.0
 _topic_seq = itertools.count()
+# the admin APIs behind Kafka's tools (issue 27), at the highest versions Kafka 4.4.0 and the reference serve
+VERSIONS.update({"IncrementalAlterConfigs": 1, "AlterConfigs": 2, "CreatePartitions": 3, "DescribeLogDirs": 4,
+                 "DescribeCluster": 1})
+API_KEYS.update({"IncrementalAlterConfigs": 44, "AlterConfigs": 33, "CreatePartitions": 37, "DescribeLogDirs": 35,
+                 "DescribeCluster": 60})
 
 
 class TargetDiverged(AssertionError):
