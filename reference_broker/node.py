@@ -528,6 +528,8 @@ class BrokerNode:
             self.image.apply(offset, rec, delta)
         if delta:
             self.replicas.apply_delta(self.image, delta)
+        if delta.configs:
+            self.replicas.apply_configs(self.image)
         me = self.image.brokers.get(self.node_id)
         if me is not None and not me.fenced and me.epoch == self.broker_epoch:   # this incarnation, not an old one
             self._live_in_image.set()

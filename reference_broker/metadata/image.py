@@ -68,6 +68,7 @@ class Delta:
     brokers: set[int] = field(default_factory=set)
     partitions: set[tuple[str, int]] = field(default_factory=set)
     removed_topics: list[TopicImage] = field(default_factory=list)
+    configs: bool = False                  # a ConfigRecord was applied (topic or broker dynamic configs)
 
     def __bool__(self) -> bool:
         return bool(self.brokers or self.partitions or self.removed_topics)
@@ -157,6 +158,7 @@ class MetadataImage:
                 delta.removed_topics.append(t)
         elif kind == "config":
             self._apply_config(rec)
+            delta.configs = True
         else:
             raise ValueError(f"unknown metadata record type {kind!r} at offset {offset}")
         return delta
