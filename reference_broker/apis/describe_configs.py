@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32), v0–v4.
+"""DescribeConfigs (key 32), v1–v4 as Kafka 4.4.0 serves them.
 
 Why: admin tools and the suites ask a broker its settings (replica.lag.time.max.ms, group session bounds,
 max.message.bytes) instead of assuming Kafka's defaults; a target that tells can be judged exactly.
@@ -43,7 +43,7 @@ from ..topic_config import (
 from .offset_commit import MAX_METADATA
 
 API_KEY = 32
-VERSIONS = (0, 4)
+VERSIONS = (1, 4)                # Kafka 4.x dropped v0 (KIP-896)
 
 TOPIC, BROKER = 2, 4
 # settings the broker has but cannot be given (GAPS.md): shown as Kafka's defaults
@@ -138,7 +138,7 @@ async def handle(ctx: BrokerContext, req):
         if r.configuration_keys is not None:
             wanted = set(r.configuration_keys)
             entries = [e for e in entries if e.name in wanted]
-        if ctx.api_version < 1 or not req.include_synonyms:
+        if not req.include_synonyms:
             for e in entries:
                 e.synonyms = []
         results.append(Result(error_code=err, error_message=msg, resource_type=r.resource_type,
