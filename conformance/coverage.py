@@ -60,6 +60,12 @@ BREAKS: dict[str, tuple[str, ...]] = {
     # topics
     "topics.nine_configs_only": ("TOPIC-CONFIGS-KAFKA",),
     "metadata.all_topics_hide_internal": ("METADATA-ALL-TOPICS-INTERNAL",),
+    "configs.incremental_replaces": ("CONFIGS-INCREMENTAL-TOPIC",),
+    "configs.accept_invalid_value": ("CONFIGS-INVALID-REFUSED",),
+    "configs.validate_only_applies": ("CONFIGS-VALIDATE-ONLY",),
+    "partitions.no_increase_check": ("CREATE-PARTITIONS-INCREASE-ONLY",),
+    "partitions.new_leaderless": ("CREATE-PARTITIONS-METADATA",),
+    "log_dirs.size_records": ("LOG-DIRS-SIZE",),
     "list_offsets.latest_is_leo": ("LIST-OFFSETS-LATEST",),
     "list_offsets.earliest_is_latest": ("RESET-EARLIEST",),
     "list_offsets.latest_minus_one": ("RESET-LATEST",),

@@ -85,6 +85,11 @@ RETRIABLE_COORDINATOR = frozenset({14, 15, 16})
 GZIP = 1  # record batch compression codec (attributes bits 0-2)
 DEFAULT_TIMEOUT_S = 30.0
 _topic_seq = itertools.count()
+# the admin APIs behind Kafka's tools (issue 27), at the highest versions Kafka 4.4.0 and the reference serve
+VERSIONS.update({"IncrementalAlterConfigs": 1, "AlterConfigs": 2, "CreatePartitions": 3, "DescribeLogDirs": 4,
+                 "DescribeCluster": 1})
+API_KEYS.update({"IncrementalAlterConfigs": 44, "AlterConfigs": 33, "CreatePartitions": 37, "DescribeLogDirs": 35,
+                 "DescribeCluster": 60})
 
 
 class TargetDiverged(AssertionError):

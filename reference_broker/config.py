@@ -65,6 +65,19 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
 }
 
 
+# Broker settings Kafka 4.4.0 lets IncrementalAlterConfigs / AlterConfigs change at run time (DynamicBrokerConfig)
+# that the reference honours: read through the metadata image (ConfigRecords) when the config is bound to one.
+# min.insync.replicas only as the cluster default (Kafka refuses it per broker while ELR is enabled).
+DYNAMIC_KEYS = frozenset({"log.segment.bytes", "log.index.interval.bytes", "log.flush.interval.messages",
+                          "log.flush.interval.ms", "message.max.bytes", "min.insync.replicas",
+                          "unclean.leader.election.enable", "producer.id.expiration.ms",
+                          "transaction.partition.verification.enable"})
+# Settings of the reference Kafka does not know as broker configs (it stores them like any unknown dynamic name)
+REFERENCE_ONLY_KEYS = frozenset({"replica.link.addresses", "transaction.version", "cluster.id"})
+# config_source ids (DescribeConfigs): ConfigSource in Kafka's clients
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
+
+
 class ConfigError(ValueError):
     """A configuration key or value that the broker cannot honour."""
 
@@ -91,6 +104,8 @@ class BrokerConfig:
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         self._values = {k: d for k, (_, d) in DEFAULTS.items()}
         self._explicit: set[str] = set()
+        self._image: Any = None            # a MetadataImage once bound: its dynamic broker configs override
+        self._node = ""
         for k, v in (overrides or {}).items():
             self.set(k, v)
 
@@ -104,11 +119,48 @@ class BrokerConfig:
         """True when the user gave ``key`` (not Kafka's default)."""
         return key in self._explicit
 
+    def bind_dynamic(self, image: Any, node_id: int) -> None:
+        """Read dynamic broker configs (ConfigRecords for this broker, then the cluster default "") from ``image``,
+        the metadata image the node applies: a change made by IncrementalAlterConfigs is seen by every later
+        lookup, on every broker, and survives a restart (the metadata log replays it)."""
+        self._image, self._node = image, str(node_id)
+
+    def dynamic(self, key: str) -> tuple[str | None, int] | None:
+        """(value, source) of ``key`` as a dynamic config of this broker (DYNAMIC_BROKER_CONFIG) or of the cluster
+        (DYNAMIC_DEFAULT_BROKER_CONFIG), any name (Kafka stores unknown ones too); None when not set."""
+        configs = getattr(self._image, "broker_configs", None)
+        if not configs:
+            return None
+        for name, source in ((self._node, DYNAMIC_BROKER_CONFIG), ("", DYNAMIC_DEFAULT_BROKER_CONFIG)):
+            d = configs.get(name)
+            if d and key in d:
+                return d[key], source
+        return None
+
+    def source(self, key: str) -> int:
+        """Where the value of one of our keys comes from (DescribeConfigs' config_source)."""
+        if key in DYNAMIC_KEYS and (dyn := self.dynamic(key)) is not None:
+            return dyn[1]
+        if key in self._explicit and self._values[key] != DEFAULTS[key][1]:
+            return STATIC_BROKER_CONFIG
+        return DEFAULT_CONFIG
+
+    def static(self, key: str) -> Any:
+        """The value given at start (or Kafka's default), ignoring dynamic configs."""
+        return self._values[key]
+
     def __getitem__(self, key: str) -> Any:
+        if self._image is not None and key in DYNAMIC_KEYS:
+            dyn = self.dynamic(key)
+            if dyn is not None and dyn[0] is not None:
+                try:
+                    return _coerce(key, DEFAULTS[key][0], dyn[0])
+                except ConfigError:
+                    pass
         return self._values[key]
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
+        return {k: self[k] for k in self._values}
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[str]) -> BrokerConfig:

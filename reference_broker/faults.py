@@ -116,6 +116,20 @@ FAULTS: dict[str, str] = {
                                "OFFSETS-TOPIC-REPLICATION-FACTOR",
     "metadata.all_topics_hide_internal": "Metadata for all topics leaves out internal topics (Kafka: listed, "
                                          "is_internal true) — breaks METADATA-ALL-TOPICS-INTERNAL",
+    "configs.incremental_replaces": "IncrementalAlterConfigs replaces a topic's whole override set, as legacy "
+                                    "AlterConfigs does (Kafka: only the named configs change, KIP-339) — breaks "
+                                    "CONFIGS-INCREMENTAL-TOPIC",
+    "configs.accept_invalid_value": "IncrementalAlterConfigs checks topic config names but not values (Kafka: "
+                                    "LogConfig.validate, INVALID_CONFIG) — breaks CONFIGS-INVALID-REFUSED",
+    "configs.validate_only_applies": "IncrementalAlterConfigs with validate_only writes the change (Kafka: checks "
+                                     "only) — breaks CONFIGS-VALIDATE-ONLY",
+    "partitions.no_increase_check": "CreatePartitions with a count not above the current one answers NONE and "
+                                    "changes nothing (Kafka: INVALID_PARTITIONS) — breaks "
+                                    "CREATE-PARTITIONS-INCREASE-ONLY",
+    "partitions.new_leaderless": "CreatePartitions writes the new partitions without a leader (Kafka: the first "
+                                 "live replica leads) — breaks CREATE-PARTITIONS-METADATA",
+    "log_dirs.size_records": "DescribeLogDirs reports a partition's record count as its size (Kafka: the bytes "
+                             "of its log) — breaks LOG-DIRS-SIZE",
     "topics.nine_configs_only": "CreateTopics refuses every topic config but nine (Kafka: every LogConfig name) "
                                 "— breaks TOPIC-CONFIGS-KAFKA",
     "offsets.fetch_all_empty": "OffsetFetch with topics null answers no partitions (Kafka: every committed one) — "

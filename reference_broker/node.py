@@ -116,6 +116,7 @@ class BrokerNode:
         self.host = "127.0.0.1"
         self.port = 0
         self.image = MetadataImage()
+        config.bind_dynamic(self.image, self.node_id)     # dynamic broker configs come from the metadata log
         self.broker_epoch = -1
         self.fenced = True
         self._unfenced = asyncio.Event()
@@ -527,6 +528,8 @@ class BrokerNode:
             self.image.apply(offset, rec, delta)
         if delta:
             self.replicas.apply_delta(self.image, delta)
+        if delta.configs:
+            self.replicas.apply_configs(self.image)
         me = self.image.brokers.get(self.node_id)
         if me is not None and not me.fenced and me.epoch == self.broker_epoch:   # this incarnation, not an old one
             self._live_in_image.set()

@@ -316,6 +316,20 @@ class ReplicaManager:
         return FileLog(self.data_dir / f"{topic}-{index}", FileLogConfig.from_broker_config(self.config),
                        clock=self.clock, producer_state=producers)
 
+    def apply_configs(self, image: MetadataImage) -> None:
+        """Dynamic configs changed (ConfigRecords, IncrementalAlterConfigs): a topic's min.insync.replicas and the
+        broker's log settings (log.segment.bytes, log.flush.*, log.index.interval.bytes) apply to the partitions
+        already here at once, as Kafka's DynamicLogConfig / LogManager.updateTopicConfig do; a partition change
+        is not needed for them to count."""
+        log_config = None
+        for (topic, _), p in self.partitions.items():
+            t = image.topics.get(topic)
+            p.min_isr = topic_setting(t.configs if t else {}, self.config, "min.insync.replicas")
+            if self.data_dir is not None and hasattr(p.log, "config"):
+                from .log.file import FileLogConfig
+                log_config = log_config or FileLogConfig.from_broker_config(self.config)
+                p.log.config = log_config
+
     def apply_delta(self, image: MetadataImage, delta: Delta) -> None:
         self.image = image
         now_ms = self.clock.monotonic() * 1000

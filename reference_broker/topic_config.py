@@ -23,7 +23,8 @@ TOPIC_CONFIGS: dict[str, str | None] = {
     "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 # config_source ids (DescribeConfigs / CreateTopics v5+): ConfigSource in Kafka's clients
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = (
+    1, 2, 3, 4, 5)
 
 INT_MAX = (1 << 31) - 1
 LONG_MAX = (1 << 63) - 1
@@ -85,6 +86,44 @@ KAFKA_TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "remote.copy.lag.bytes": TopicConfigDef("long", "-1", -1),
     "remote.log.delete.on.disable": TopicConfigDef("boolean", "false"),
     "errors.deadletterqueue.group.enable": TopicConfigDef("boolean", "false"),
+}
+# topic config -> (broker config whose dynamic value it takes, the synonym DescribeConfigs lists as its
+# DEFAULT_CONFIG, that synonym's default): ServerTopicConfigSynonyms as Kafka 4.4.0's DescribeConfigs shows them
+# (retention.ms takes log.retention.ms, whose default is given as log.retention.hours=168). Configs not listed have
+# no broker synonym in Kafka's answer.
+_L = str(LONG_MAX)
+BROKER_SYNONYMS: dict[str, tuple[str, str, str]] = {
+    "compression.type": ("compression.type", "compression.type", "producer"),
+    "remote.copy.lag.bytes": ("log.remote.copy.lag.bytes", "log.remote.copy.lag.bytes", "-1"),
+    "min.insync.replicas": ("min.insync.replicas", "min.insync.replicas", "1"),
+    "local.retention.ms": ("log.local.retention.ms", "log.local.retention.ms", "-2"),
+    "cleanup.policy": ("log.cleanup.policy", "log.cleanup.policy", "delete"),
+    "compression.lz4.level": ("compression.lz4.level", "compression.lz4.level", "9"),
+    "segment.bytes": ("log.segment.bytes", "log.segment.bytes", "1073741824"),
+    "retention.ms": ("log.retention.ms", "log.retention.hours", "168"),
+    "compression.gzip.level": ("compression.gzip.level", "compression.gzip.level", "-1"),
+    "remote.copy.lag.ms": ("log.remote.copy.lag.ms", "log.remote.copy.lag.ms", "0"),
+    "flush.messages": ("log.flush.interval.messages", "log.flush.interval.messages", _L),
+    "compression.zstd.level": ("compression.zstd.level", "compression.zstd.level", "3"),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", _L),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms", "log.segment.delete.delay.ms", "60000"),
+    "max.message.bytes": ("message.max.bytes", "message.max.bytes", "1048588"),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", "0"),
+    "message.timestamp.type": ("log.message.timestamp.type", "log.message.timestamp.type", "CreateTime"),
+    "local.retention.bytes": ("log.local.retention.bytes", "log.local.retention.bytes", "-2"),
+    "preallocate": ("log.preallocate", "log.preallocate", "false"),
+    "index.interval.bytes": ("log.index.interval.bytes", "log.index.interval.bytes", "4096"),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", "log.cleaner.min.cleanable.ratio", "0.5"),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable", "unclean.leader.election.enable", "false"),
+    "retention.bytes": ("log.retention.bytes", "log.retention.bytes", "-1"),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms", "log.cleaner.delete.retention.ms", "86400000"),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms",
+                                       "3600000"),
+    "max.decompressed.message.bytes": ("max.decompressed.message.bytes", "max.decompressed.message.bytes",
+                                       "2147483639"),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",
+                                        "log.message.timestamp.before.max.ms", _L),
+    "segment.index.bytes": ("log.index.size.max.bytes", "log.index.size.max.bytes", "10485760"),
 }
 NUMERIC_TOPIC_CONFIGS = {k for k, d in KAFKA_TOPIC_CONFIGS.items() if d.type in ("int", "long")}
 BOOL_TOPIC_CONFIGS = {k for k, d in KAFKA_TOPIC_CONFIGS.items() if d.type == "boolean"}
@@ -263,23 +302,56 @@ def config_text(value: Any) -> str | None:
 def effective_topic_configs(configs: dict[str, str], broker_config: Any, *, as_stored: bool = True
                             ) -> list[tuple[str, str | None, int, str]]:
     """(name, value, config_source, type) of every Kafka topic config, sorted by name: the topic's override
-    (DYNAMIC_TOPIC_CONFIG), else the broker setting it maps to (STATIC_BROKER_CONFIG when set at start, else
-    DEFAULT_CONFIG), else Kafka's default (KafkaConfigSchema.resolveEffectiveTopicConfig). CreateTopics v5+ echoes
-    an override as given (``as_stored``: the record's string), DescribeConfigs shows it parsed (``canonical``,
-    ConfigHelper.createTopicConfigEntry)."""
+    (DYNAMIC_TOPIC_CONFIG), else a dynamic broker config of its synonym (this broker's, then the cluster default:
+    DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG), else the broker setting it maps to (STATIC_BROKER_CONFIG
+    when set at start, else DEFAULT_CONFIG), else Kafka's default (KafkaConfigSchema.resolveEffectiveTopicConfig).
+    CreateTopics v5+ echoes an override as given (``as_stored``: the record's string), DescribeConfigs shows it
+    parsed (``canonical``, ConfigHelper.createTopicConfigEntry)."""
+    return [(key, value, source, KAFKA_TOPIC_CONFIGS[key].type)
+            for key, value, source, _ in topic_config_entries(configs, broker_config, as_stored=as_stored)]
+
+
+def topic_config_entries(configs: dict[str, str], broker_config: Any, *, as_stored: bool = True
+                         ) -> list[tuple[str, str | None, int, list[tuple[str, str | None, int]]]]:
+    """(name, value, source, synonyms) of every Kafka topic config, sorted by name; synonyms in Kafka's order:
+    the override, this broker's and the cluster's dynamic value of the broker synonym, its static setting, its
+    default (DescribeConfigs with include_synonyms)."""
     from .config import DEFAULTS
 
+    dynamic = getattr(broker_config, "dynamic", None)
     out = []
     for key, d in sorted(KAFKA_TOPIC_CONFIGS.items()):
+        syn = BROKER_SYNONYMS.get(key)
         broker_key = TOPIC_CONFIGS.get(key)
+        synonyms: list[tuple[str, str | None, int]] = []
         if key in configs:
             value = str(configs[key]) if as_stored else canonical(key, str(configs[key]))
-            source = DYNAMIC_TOPIC_CONFIG
-        elif broker_key is not None:
-            setting = broker_config[broker_key]
-            value = config_text(setting)
-            source = DEFAULT_CONFIG if setting == DEFAULTS[broker_key][1] else STATIC_BROKER_CONFIG
+            synonyms.append((key, value, DYNAMIC_TOPIC_CONFIG))
+        if syn is not None:
+            dyn = dynamic(syn[0]) if dynamic is not None else None
+            if dyn is not None:
+                synonyms.append((syn[0], canonical(key, str(dyn[0])) if dyn[0] is not None else None, dyn[1]))
+                if dyn[1] == DYNAMIC_BROKER_CONFIG and (dflt := dynamic_default(broker_config, syn[0])) is not None:
+                    synonyms.append((syn[0], canonical(key, dflt), DYNAMIC_DEFAULT_BROKER_CONFIG))
+            if broker_key is not None and broker_config.static(broker_key) != DEFAULTS[broker_key][1]:
+                synonyms.append((broker_key, config_text(broker_config.static(broker_key)), STATIC_BROKER_CONFIG))
+            # a default given in another unit (log.retention.hours for retention.ms) is listed only below a value
+            # set on the broker side; alone, Kafka 4.4.0 shows the topic default without synonyms
+            if syn[1] == syn[0] or len(synonyms) > (1 if key in configs else 0):
+                synonyms.append((syn[1], syn[2] if broker_key is None else config_text(DEFAULTS[broker_key][1]),
+                                 DEFAULT_CONFIG))
+        if synonyms and (synonyms[0][2] != DEFAULT_CONFIG or syn is None or syn[1] == syn[0]):
+            _, value, source = synonyms[0]
         else:
             value, source = d.default, DEFAULT_CONFIG
-        out.append((key, value, source, d.type))
+        if syn is None:
+            synonyms = synonyms[:1] if key in configs else []
+        out.append((key, value, source, synonyms))
     return out
+
+
+def dynamic_default(broker_config: Any, key: str) -> str | None:
+    """The cluster-default dynamic value of a broker config (below this broker's own), or None."""
+    image = getattr(broker_config, "_image", None)
+    value = (getattr(image, "broker_configs", {}) or {}).get("", {}).get(key)
+    return None if value is None else str(value)

@@ -16,6 +16,7 @@ from ..log.memory import MemoryLog
 from ..metadata.records import METADATA_TOPIC
 from ..registry import CONTROLLER
 from ..server import Server
+from .configs import ensure_cluster_defaults
 from .quorum_controller import QuorumController
 
 
@@ -37,6 +38,9 @@ class ControllerService:
             prepare_data_dir(data_dir)
         self.metadata_log = open_metadata_log(data_dir, config, clock)
         self.controller = QuorumController(config, self.metadata_log, clock, rng, faults)
+        # the controller honours the cluster-default dynamic configs (unclean.leader.election.enable, ...); a broker
+        # in the same process rebinds the shared config to its own image and id
+        config.bind_dynamic(self.controller.image, -1)
         self.server = Server(self, CONTROLLER)
         self.host = "127.0.0.1"
         self.port = 0
@@ -45,6 +49,7 @@ class ControllerService:
         self.port = await self.server.start(host, port)
         self.host = host
         self.controller.start_ticker()
+        ensure_cluster_defaults(self.controller)
         return self.port
 
     async def stop(self) -> None:

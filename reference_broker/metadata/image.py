@@ -68,6 +68,7 @@ class Delta:
     brokers: set[int] = field(default_factory=set)
     partitions: set[tuple[str, int]] = field(default_factory=set)
     removed_topics: list[TopicImage] = field(default_factory=list)
+    configs: bool = False                  # a ConfigRecord was applied (topic or broker dynamic configs)
 
     def __bool__(self) -> bool:
         return bool(self.brokers or self.partitions or self.removed_topics)
@@ -78,6 +79,8 @@ class MetadataImage:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, TopicImage] = {}
         self.topics_by_id: dict[uuid.UUID, TopicImage] = {}
+        # dynamic broker configs (ConfigRecord, resource BROKER): broker id as text, or "" for the cluster default
+        self.broker_configs: dict[str, dict[str, str | None]] = {}
         self.offset = -1             # offset of the last record applied
 
     # -- queries ----------------------------------------------------------------------------------------------
@@ -153,9 +156,31 @@ class MetadataImage:
             if t is not None:
                 self.topics.pop(t.name, None)
                 delta.removed_topics.append(t)
+        elif kind == "config":
+            self._apply_config(rec)
+            delta.configs = True
         else:
             raise ValueError(f"unknown metadata record type {kind!r} at offset {offset}")
         return delta
+
+    def _apply_config(self, rec: dict) -> None:
+        """ConfigRecord: a topic's override (kept in TopicImage.configs, which every reader of topic settings uses)
+        or a dynamic broker config; a None value removes it (Kafka: a ConfigRecord with a null value)."""
+        name, key, value = rec["resource_name"], rec["name"], rec["value"]
+        if rec["resource_type"] == TOPIC_RESOURCE:
+            t = self.topics.get(name)
+            target = t.configs if t is not None else None
+        else:
+            target = self.broker_configs.setdefault(name, {})
+        if target is None:
+            return
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4      # ConfigResource.Type ids
 
 
 def partition_record(st: PartitionState, kind: str = "partition_change") -> dict:

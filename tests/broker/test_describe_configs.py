@@ -28,7 +28,8 @@ def test_confluent_admin_describes_topic_and_broker(configured: ReferenceTarget)
     topic = ConfigResource("topic", "dc")
     got = a.describe_configs([topic])[topic].result(10)
     assert (got["max.message.bytes"].value, got["max.message.bytes"].source) == ("5000", DYNAMIC_TOPIC_CONFIG)
-    assert (got["min.insync.replicas"].value, got["min.insync.replicas"].source) == ("1", DEFAULT_CONFIG)
+    # the cluster-level dynamic default Kafka 4.x writes at format time (DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert (got["min.insync.replicas"].value, got["min.insync.replicas"].source) == ("1", 3)
     assert got["cleanup.policy"].value == "delete"
     (broker_id,) = a.list_topics(timeout=10).brokers
     broker = ConfigResource("broker", str(broker_id))

@@ -273,8 +273,10 @@ def test_delete_topics_cluster_defaults_and_validate_only_ids(broker: ReferenceT
     (gone, again), cluster, validated = run(broker.bootstrap, body)
     assert (gone.error_code, gone.error_message) == (0, None) and gone.topic_id is not None, gone
     assert again.error_code == UNKNOWN_TOPIC_OR_PARTITION and again.error_message, again
-    # Kafka lists min.insync.replicas here (KRaft's cluster-level dynamic default): GAPS.md, DescribeConfigs row
-    assert (cluster.error_code, cluster.error_message, cluster.configs) == (0, "", []), cluster
+    # Kafka lists min.insync.replicas here (KRaft's cluster-level dynamic default, written at format time)
+    assert (cluster.error_code, cluster.error_message) == (0, ""), cluster
+    assert [(c.name, c.value, c.config_source, c.read_only, c.config_type) for c in cluster.configs] == [
+        ("min.insync.replicas", "1", 3, False, 3)], cluster
     assert validated.error_code == 0 and validated.topic_id is not None, validated
 
 

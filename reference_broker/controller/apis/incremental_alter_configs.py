@@ -1,0 +1,32 @@
+"""IncrementalAlterConfigs (key 44), v0–v1, on the controller (brokers forward what they did not answer):
+controller/configs.py validates each resource and commits its ConfigRecords; the answer waits (boundedly) until
+the live brokers applied them.
+"""
+from __future__ import annotations
+
+from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+
+from ...registry import CONTROLLER
+from ..configs import alter
+from ..context import ControllerContext
+
+API_KEY = 44
+VERSIONS = (0, 1)
+APPLY_WAIT_S = 5.0
+
+Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+
+@CONTROLLER.handles(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, VERSIONS)
+async def handle(ctx: ControllerContext, req):
+    c = ctx.node.controller
+    out = []
+    for r in req.resources:
+        err, msg = alter(c, r.resource_type, r.resource_name,
+                         [(x.name, x.config_operation, x.value) for x in r.configs], req.validate_only,
+                         replace=c.faults is not None and c.faults.on("configs.incremental_replaces"))
+        out.append(Result(error_code=err, error_message=msg, resource_type=r.resource_type,
+                          resource_name=r.resource_name))
+    if not req.validate_only:
+        await c.wait_applied(c.end_offset, APPLY_WAIT_S)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
