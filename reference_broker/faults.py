@@ -32,6 +32,16 @@ FAULTS: dict[str, str] = {
                              "answers at once) — breaks FETCH-MAXWAIT-ZERO",
     "group.describe_unknown_empty": "DescribeGroups of an unknown group answers state Empty (Kafka: Dead) — breaks "
                                     "GROUP-DESCRIBE-DEAD",
+    # eligible leader replicas (ELR suite, KIP-966)
+    "elr.disabled": "the controller ignores eligible.leader.replicas.version: no ELR, the ISR keeps its last member "
+                    "(pre-KIP-966 PartitionChangeBuilder) — breaks ELR-SHRINK-BELOW-MIN-ISR, ELR-LAST-LEADER",
+    "elr.forget_leaving_replicas": "replicas that leave the ISR below min.insync.replicas are not added to the ELR "
+                                   "(Kafka: PartitionChangeBuilder.maybePopulateTargetElr) — breaks "
+                                   "ELR-SHRINK-BELOW-MIN-ISR",
+    "describe_topic_partitions.no_limit": "DescribeTopicPartitions ignores response_partition_limit and never sets "
+                                          "next_cursor — breaks DTP-PAGINATION",
+    "describe_topic_partitions.hide_elr": "DescribeTopicPartitions answers an empty eligible_leader_replicas — "
+                                          "breaks ELR-SHRINK-BELOW-MIN-ISR",
     # replication (ISR-HW suite)
     "isr.hw_is_leader_leo": "the leader's HW is its own LEO, ignoring in-sync followers (Kafka: min LEO over the "
                             "ISR, Partition.maybeIncrementLeaderHW) — breaks HW-MIN-LEO-ISR",

@@ -44,6 +44,7 @@ class ControllerService:
     async def start(self, host: str, port: int) -> int:
         self.port = await self.server.start(host, port)
         self.host = host
+        self.controller.bootstrap_features()
         self.controller.start_ticker()
         return self.port
 

@@ -1,0 +1,116 @@
+"""The controller's partition changes with eligible leader replicas (KIP-966), in process: the cases of Kafka 4.4.0's
+PartitionChangeBuilder / ReplicationControlManager the ELR conformance rules rely on, run through the same
+QuorumController methods the cluster uses (registration, heartbeats that fence and unfence, AlterPartition)."""
+from __future__ import annotations
+
+import random
+
+from reference_broker.clock import ManualClock
+from reference_broker.config import BrokerConfig
+from reference_broker.controller.quorum_controller import QuorumController
+from reference_broker.faults import Faults
+from reference_broker.log.memory import MemoryLog
+from reference_broker.metadata.image import PartitionState
+
+TOPIC = "elr"
+
+
+def controller(elr_level: int = 1, faults: tuple[str, ...] = ()) -> QuorumController:
+    cfg = BrokerConfig({"eligible.leader.replicas.version": elr_level})
+    c = QuorumController(cfg, MemoryLog(), ManualClock(), random.Random(7), Faults(faults))
+    c.bootstrap_features()
+    for b in (0, 1, 2):
+        start(c, b, f"inc-{b}")
+    err, _ = c.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
+    assert err == 0
+    return c
+
+
+def start(c: QuorumController, b: int, incarnation: str) -> None:
+    err, epoch = c.register_broker(b, c.config["cluster.id"], incarnation, "h", 1, "h", 2, None)
+    assert err == 0
+    assert not c.heartbeat(b, epoch, c.end_offset, False, False).error
+    assert not c.image.brokers[b].fenced
+
+
+def fence(c: QuorumController, b: int) -> None:
+    """The broker's heartbeats stop: its session expires (the others' sessions are still live)."""
+    c.session_deadline[b] = c.clock.monotonic() - 1
+    assert c.expire_sessions() == [b]
+    assert c.image.brokers[b].fenced
+
+
+def part(c: QuorumController) -> PartitionState:
+    st = c.image.partition(TOPIC, 0)
+    assert st is not None
+    return st
+
+
+def others(st: PartitionState) -> list[int]:
+    return [r for r in st.replicas if r != st.leader]
+
+
+def test_features_are_finalized_in_the_metadata_log() -> None:
+    c = controller()
+    assert c.image.feature("eligible.leader.replicas.version") == 1
+    assert c.image.feature("transaction.version") == 2
+    before = c.end_offset
+    c.bootstrap_features()                       # formatted once
+    assert c.end_offset == before
+
+
+def test_replica_leaving_below_min_isr_joins_the_elr_and_leaves_it_at_min_isr() -> None:
+    c = controller()
+    leader = part(c).leader
+    a, b = others(part(c))
+    fence(c, a)                                  # ISR 2 = min ISR: no ELR
+    assert sorted(part(c).isr) == sorted([leader, b]) and part(c).elr == []
+    fence(c, b)                                  # ISR 1 < 2: b is kept as eligible
+    st = part(c)
+    assert st.isr == [leader] and st.elr == [b] and st.last_known_elr == []
+    # b comes back and the leader adds it to the ISR: at min ISR again, the ELR is cleared
+    start(c, b, "inc-b2")
+    st = part(c)
+    assert b not in st.elr, "a new incarnation (unclean shutdown) leaves the ELR"
+    err, _ = c.alter_partition(leader, c.image.brokers[leader].epoch, st.topic_id, 0, st.leader_epoch,
+                               st.partition_epoch, sorted([leader, b]))
+    assert err == 0 and part(c).elr == []
+
+
+def test_last_isr_member_fenced_leaves_an_empty_isr_and_a_clean_election_from_the_elr() -> None:
+    c = controller()
+    leader = part(c).leader
+    a, b = others(part(c))
+    fence(c, a)
+    fence(c, b)
+    fence(c, leader)
+    st = part(c)
+    assert st.leader == -1 and st.isr == [] and st.elr == sorted([b, leader]) and st.last_known_elr == [leader]
+    # b unfenced by heartbeat (same incarnation: no unclean shutdown) is elected from the ELR, cleanly
+    c.session_deadline[b] = c.clock.monotonic() + 60
+    assert c.heartbeat(b, c.image.brokers[b].epoch, c.end_offset, False, False).error == 0
+    st = part(c)
+    assert st.leader == b and st.isr == [b] and st.elr == [leader] and st.last_known_elr == []
+
+
+def test_last_leader_restarted_uncleanly_is_elected_as_the_last_known_leader() -> None:
+    c = controller()
+    leader = part(c).leader
+    a, b = others(part(c))
+    for x in (a, b, leader):
+        fence(c, x)
+    start(c, b, "inc-b2")                        # unclean: b leaves the ELR, is not elected
+    assert part(c).leader == -1 and part(c).elr == [leader]
+    start(c, leader, "inc-l2")                   # ELR empty, ISR empty: the last known leader is elected
+    st = part(c)
+    assert st.leader == leader and st.isr == [leader] and st.elr == [] and st.last_known_elr == []
+
+
+def test_without_elr_the_isr_keeps_its_last_member() -> None:
+    for c in (controller(elr_level=0), controller(faults=("elr.disabled",))):
+        leader = part(c).leader
+        a, b = others(part(c))
+        for x in (a, b, leader):
+            fence(c, x)
+        st = part(c)
+        assert st.leader == -1 and st.isr == [leader] and st.elr == [] and st.last_known_elr == []
