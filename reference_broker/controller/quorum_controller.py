@@ -176,7 +176,8 @@ class QuorumController:
         return self.config["broker.session.timeout.ms"] / 1000
 
     def register_broker(self, broker_id: int, cluster_id: str, incarnation: str, host: str, port: int,
-                        repl_host: str, repl_port: int, rack: str | None) -> tuple[int, int]:
+                        repl_host: str, repl_port: int, rack: str | None,
+                        previous_broker_epoch: int = -1) -> tuple[int, int]:
         """(error, broker epoch). A different incarnation while the old one's session is live is refused
         (DUPLICATE_BROKER_REGISTRATION) until that session expires, as Kafka does; the new one starts fenced."""
         if cluster_id != self.config["cluster.id"]:
@@ -192,11 +193,14 @@ class QuorumController:
             return 0, old.epoch
         if old is not None and not old.fenced:
             self._commit(self._fence_records(broker_id))
-        if old is not None and self.image.elr_enabled:
-            # Kafka 4.4.0 (ClusterControlManager.registerBroker): a new incarnation whose previous broker epoch does
-            # not match had an unclean shutdown, and leaves every ISR and ELR. The reference broker does not report
-            # its previous epoch (GAPS.md): every new incarnation counts as unclean, as after kill -9.
+        clean = old is not None and old.epoch == previous_broker_epoch
+        if old is not None and self.image.elr_enabled and not clean:
+            # Kafka 4.4.0 (ClusterControlManager.registerBroker → handleBrokerUncleanShutdown): a new incarnation
+            # whose previous broker epoch (from its clean shutdown marker) is not the registered one may have lost
+            # acknowledged records: it leaves every ISR and ELR.
             self._commit(self._unclean_shutdown_records(broker_id))
+        elif old is not None:
+            self._commit(self._leave_records(broker_id))       # handleBrokerShutdown: out of every ISR
         records: list[dict] = [{"type": "register_broker", "broker_id": broker_id, "incarnation": incarnation,
                         "host": host, "port": port, "repl_host": repl_host, "repl_port": repl_port, "rack": rack,
                         "epoch": -1}]

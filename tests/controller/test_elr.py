@@ -26,8 +26,9 @@ def controller(elr_level: int = 1, faults: tuple[str, ...] = ()) -> QuorumContro
     return c
 
 
-def start(c: QuorumController, b: int, incarnation: str) -> None:
-    err, epoch = c.register_broker(b, c.config["cluster.id"], incarnation, "h", 1, "h", 2, None)
+def start(c: QuorumController, b: int, incarnation: str, previous_epoch: int = -1) -> None:
+    """Register (a new incarnation; ``previous_epoch`` is what a clean shutdown left behind) and unfence."""
+    err, epoch = c.register_broker(b, c.config["cluster.id"], incarnation, "h", 1, "h", 2, None, previous_epoch)
     assert err == 0
     assert not c.heartbeat(b, epoch, c.end_offset, False, False).error
     assert not c.image.brokers[b].fenced
@@ -114,3 +115,17 @@ def test_without_elr_the_isr_keeps_its_last_member() -> None:
             fence(c, x)
         st = part(c)
         assert st.leader == -1 and st.isr == [leader] and st.elr == [] and st.last_known_elr == []
+
+
+def test_cleanly_restarted_replica_keeps_its_elr_membership_and_is_elected_from_it() -> None:
+    c = controller()
+    leader = part(c).leader
+    a, b = others(part(c))
+    fence(c, a)
+    fence(c, b)
+    epoch = c.image.brokers[leader].epoch
+    fence(c, leader)                             # stands for a clean shutdown: fenced, out of the ISR, in the ELR
+    assert part(c).elr == sorted([b, leader])
+    start(c, leader, "inc-l2", previous_epoch=epoch)
+    st = part(c)
+    assert st.leader == leader and st.isr == [leader] and st.elr == [b] and st.last_known_elr == []
