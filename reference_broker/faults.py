@@ -34,14 +34,13 @@ FAULTS: dict[str, str] = {
                                     "GROUP-DESCRIBE-DEAD",
     # eligible leader replicas (ELR suite, KIP-966)
     "elr.disabled": "the controller ignores eligible.leader.replicas.version: no ELR, the ISR keeps its last member "
-                    "(pre-KIP-966 PartitionChangeBuilder) — breaks ELR-SHRINK-BELOW-MIN-ISR, ELR-LAST-LEADER",
-    "elr.forget_leaving_replicas": "replicas that leave the ISR below min.insync.replicas are not added to the ELR "
-                                   "(Kafka: PartitionChangeBuilder.maybePopulateTargetElr) — breaks "
-                                   "ELR-SHRINK-BELOW-MIN-ISR",
+                    "(PartitionChangeBuilder without KIP-966) — breaks ELR-SHRINK-BELOW-MIN-ISR (and "
+                    "ELR-CLEAN-ELECTION, whose first step expects the ELR)",
+    "elr.no_election_from_elr": "with the ISR empty, an eligible leader replica is not a valid leader (Kafka: "
+                                "PartitionChangeBuilder.isValidNewLeader accepts ELR members when the ISR is empty) "
+                                "— breaks ELR-CLEAN-ELECTION",
     "describe_topic_partitions.no_limit": "DescribeTopicPartitions ignores response_partition_limit and never sets "
                                           "next_cursor — breaks DTP-PAGINATION",
-    "describe_topic_partitions.hide_elr": "DescribeTopicPartitions answers an empty eligible_leader_replicas — "
-                                          "breaks ELR-SHRINK-BELOW-MIN-ISR",
     # replication (ISR-HW suite)
     "isr.hw_is_leader_leo": "the leader's HW is its own LEO, ignoring in-sync followers (Kafka: min LEO over the "
                             "ISR, Partition.maybeIncrementLeaderHW) — breaks HW-MIN-LEO-ISR",

@@ -75,11 +75,10 @@ async def handle(ctx: BrokerContext, req):
         upper = min(len(t.partitions), first + remaining)
         parts = []
         for st in t.partitions[first:upper]:
-            elr = [] if b.faults.on("describe_topic_partitions.hide_elr") else list(st.elr)
             parts.append(Part(error_code=0, partition_index=st.index,
                               leader_id=st.leader if image.is_live(st.leader) else -1,
                               leader_epoch=st.leader_epoch, replica_nodes=list(st.replicas), isr_nodes=list(st.isr),
-                              eligible_leader_replicas=elr, last_known_elr=list(st.last_known_elr),
+                              eligible_leader_replicas=list(st.elr), last_known_elr=list(st.last_known_elr),
                               offline_replicas=st.offline_replicas(image)))
         topics.append(Topic(error_code=0, name=name, topic_id=t.topic_id, is_internal=name in INTERNAL,
                             partitions=parts, topic_authorized_operations=NO_AUTH_OPS))

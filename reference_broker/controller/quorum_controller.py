@@ -24,7 +24,8 @@ from kafka import errors as E
 from ..clock import Clock
 from ..config import BrokerConfig
 from ..datadir import DataDirError
-from ..features import bootstrap_levels
+from ..features import ELR_VERSION, bootstrap_levels
+from ..features import supported as supported_features
 from ..log.base import Log
 from ..metadata.image import MetadataImage, PartitionState, TopicImage, partition_record
 from ..metadata.records import NO_LEADER, decode_batches, encode_batch
@@ -278,6 +279,48 @@ class QuorumController:
         self._commit([{"type": "feature_level", "name": name, "level": level}
                       for name, level in bootstrap_levels(self.config).items()])
 
+    def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool) -> tuple[int, str | None]:
+        """FeatureControlManager.updateFeatures: (feature, level, upgrade type) each, checked in order; the first
+        failure fails the whole request (INVALID_UPDATE_VERSION, Kafka's message); else the levels are committed
+        (unless ``validate_only``). Turning eligible.leader.replicas.version off clears every partition's ELR and
+        LastKnownElr (Kafka: ClearElrRecord). Feature dependencies on metadata.version are not checked (GAPS.md)."""
+        supported = supported_features()
+        records: list[dict] = []
+        for name, level, kind in updates:
+            why = None
+            current = self.image.feature(name)
+            lo, hi = supported.get(name, (0, 0))
+            if kind not in (1, 2, 3):
+                why = "The controller does not support the given upgrade type."
+            elif level < 0:
+                why = "A feature version cannot be less than 0."
+            elif not lo <= level <= hi:
+                who = f"Local controller {self.config['node.id']}"
+                why = (f"{who} does not support this feature." if hi == 0 else
+                       f"{who} only supports versions {lo if lo == hi else f'{lo}-{hi}'}")
+            elif level < current and kind == 1:
+                why = ("Can't downgrade the version of this feature without setting the upgrade type to either safe "
+                       "or unsafe downgrade.")
+            elif level > current and kind != 1:
+                why = "Can't downgrade to a newer version."
+            if why is not None:
+                return INVALID_UPDATE_VERSION, ("The update failed for all features since the following feature had "
+                                                f"an error: Invalid update version {level} for feature {name}. {why}")
+            records.append({"type": "feature_level", "name": name, "level": level})
+        if validate_only:
+            return 0, None
+        self._commit(records)
+        if self.image.feature(ELR_VERSION) < 1:
+            cleared = []
+            for t in self.image.topics.values():
+                for st in t.partitions:
+                    if st.elr or st.last_known_elr:
+                        rec = self._record(st, st.leader, list(st.isr), [], [])
+                        if rec is not None:
+                            cleared.append(rec)
+            self._commit(cleared)
+        return 0, None
+
     def start_ticker(self) -> None:
         """Check sessions periodically through the clock, and every unclean.leader.election.interval.ms elect
         leaders uncleanly for leaderless partitions that allow it (QuorumController's electUnclean task)."""
@@ -368,11 +411,10 @@ class QuorumController:
             else:
                 cand = set(elr) | set(st.isr)
                 elr = sorted(r for r in cand if r not in isr and r != unclean_shutdown)
-                if self.faults is not None and self.faults.on("elr.forget_leaving_replicas"):
-                    elr = [r for r in st.elr if r not in isr and r != unclean_shutdown]
+        from_elr = not (self.faults is not None and self.faults.on("elr.no_election_from_elr"))
 
         def valid(r: int) -> bool:
-            return (r in isr or (not isr and r in elr)) and acceptable(r)
+            return (r in isr or (from_elr and not isr and r in elr)) and acceptable(r)
 
         def last_known_leader() -> int:
             if (elr_on and not elr and not isr and len(st.last_known_elr) == 1
