@@ -157,15 +157,19 @@ async def test_clean_election_from_the_elr(cluster: Cluster, evidence: Evidence)
     assert after["elr"] == [follower] and after["last_known_elr"] == [], (
         f"after the election from the ELR the other member {follower} stays eligible and LastKnownElr is empty: "
         f"{after}")
-    w = await cluster.to(st.leader)
-    got: dict[int, bytes | None] = {}
+    answers: list[tuple[int, int]] = []
 
     async def read() -> dict[int, bytes | None]:
-        f = await ops.fetch(w, topic, 0, 0, max_wait_ms=10, min_bytes=0)
+        w = await cluster.to(st.leader)
+        f = await ops.fetch(w, topic, 0, 0, max_wait_ms=10, min_bytes=0, current_leader_epoch=after["epoch"])
+        answers.append((f.error, f.high_watermark))
+        if f.error:
+            await cluster.drop(st.leader)      # a connection from before the restart may be stale
         return dict(f.records)
     got, _ = await eventually(read, lambda g: all(g.get(o) == v for o, v in acked), bound)
     lost = [(o, v) for o, v in acked if got.get(o) != v]
-    assert not lost, f"acks=all records lost after the clean election from the ELR: {lost} (log: {got})"
+    assert not lost, (f"acks=all records lost after the clean election from the ELR: {lost} (log: {got}; Fetch "
+                      f"(error, HW) answers, first and last: {answers[:3]} ... {answers[-3:]})")
 
 
 @pytest.mark.rule("DTP-PAGINATION")
