@@ -41,6 +41,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "elr.disabled": ("ELR-SHRINK-BELOW-MIN-ISR",),
     "elr.no_election_from_elr": ("ELR-CLEAN-ELECTION",),
     "describe_topic_partitions.no_limit": ("DTP-PAGINATION",),
+    "features.downgrade_as_upgrade": ("FEATURES-UPDATE",),
     # isr_hw: the HW as clients see it
     "fetch.hw_off_by_one": ("HW-CONSISTENT-VIEWS",),
     "fetch.hw_is_read_end": ("HW-MONOTONIC",),

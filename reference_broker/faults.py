@@ -39,6 +39,9 @@ FAULTS: dict[str, str] = {
     "elr.no_election_from_elr": "with the ISR empty, an eligible leader replica is not a valid leader (Kafka: "
                                 "PartitionChangeBuilder.isValidNewLeader accepts ELR members when the ISR is empty) "
                                 "— breaks ELR-CLEAN-ELECTION",
+    "features.downgrade_as_upgrade": "UpdateFeatures lowers a finalized level with upgrade type UPGRADE (Kafka: "
+                                     "INVALID_UPDATE_VERSION, FeatureControlManager.updateFeature) — breaks "
+                                     "FEATURES-UPDATE",
     "describe_topic_partitions.no_limit": "DescribeTopicPartitions ignores response_partition_limit and never sets "
                                           "next_cursor — breaks DTP-PAGINATION",
     # replication (ISR-HW suite)

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 from kafka import errors as E
-from kafka.protocol.admin import DescribeTopicPartitionsRequest
+from kafka.protocol.admin import DescribeTopicPartitionsRequest, UpdateFeaturesRequest
+from kafka.protocol.metadata import ApiVersionsRequest
 
 from conformance.cluster import Cluster, eventually
 from conformance.evidence import Evidence
@@ -50,6 +51,14 @@ rule("DTP-PAGINATION", "DescribeTopicPartitions answers at most response_partiti
      "list is INVALID_REQUEST; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION",
      "KIP-966; kafka.server.handlers.DescribeTopicPartitionsRequestHandler; "
      "KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse", SUITE)
+
+rule("FEATURES-UPDATE", "eligible.leader.replicas.version is finalized at 1 or more and supported up to it "
+     "(ApiVersions v4); UpdateFeatures lowering a finalized level with upgrade type UPGRADE fails the whole request "
+     "with INVALID_UPDATE_VERSION, a safe downgrade with validate_only succeeds and changes nothing (v1 lists each "
+     "feature with NONE, v2 answers without per-feature results)",
+     "KIP-584, KIP-1022; org.apache.kafka.controller.FeatureControlManager.updateFeature (\"Can't downgrade the "
+     "version of this feature without setting the upgrade type to either safe or unsafe downgrade.\"); "
+     "QuorumController.updateFeatures (results only for v0-1)", SUITE)
 
 pytestmark = pytest.mark.timeout(600)
 REPL_KILL = pytest.mark.requires_capability("replication", "kill_broker", "restart")
@@ -203,3 +212,44 @@ async def test_describe_topic_partitions_pages(wire: Wire, evidence: Evidence) -
         f"a cursor topic outside the request's list is INVALID_REQUEST: {[(t.name, t.error_code) for t in bad.topics]}")
     unknown = await describe(wire, [f"{base}-none"])
     assert [(t.error_code, len(t.partitions)) for t in unknown.topics] == [(E.UnknownTopicOrPartitionError.errno, 0)]
+    negative = await describe(wire, [names[0]], cursor=(names[0], -1))
+    assert [t.error_code for t in negative.topics] == [E.InvalidRequestError.errno], "a cursor partition below 0"
+    one = await describe(wire, [names[0]], limit=0)
+    assert ([[p.partition_index for p in t.partitions] for t in one.topics] == [[0]]
+            and (one.next_cursor.topic_name, one.next_cursor.partition_index) == (names[0], 1)), (
+        "response_partition_limit 0 counts as 1 (Kafka: max(min(limit, broker limit), 1))")
+
+
+async def update_features(w: Wire, version: int, feature: str, level: int, upgrade_type: int,
+                          validate_only: bool) -> Any:
+    F = UpdateFeaturesRequest.FeatureUpdateKey
+    kw: dict[str, Any] = {"feature": feature, "max_version_level": level}
+    if version == 0:
+        kw["allow_downgrade"] = upgrade_type != 1
+    else:
+        kw["upgrade_type"] = upgrade_type
+    req = UpdateFeaturesRequest(timeout_ms=30_000, feature_updates=[F(**kw)],
+                                **({"validate_only": validate_only} if version >= 1 else {}))
+    return (await w.request("UpdateFeatures", req, version=version)).body
+
+
+@pytest.mark.rule("FEATURES-UPDATE")
+async def test_update_features_checks_the_downgrade(wire: Wire, evidence: Evidence) -> None:
+    if not wire.serves("UpdateFeatures"):
+        pytest.skip("the target does not serve UpdateFeatures (KIP-584)")
+    level = wire.conn.finalized_features.get(ELR_FEATURE, 0)
+    av = await wire.conn.submit(ApiVersionsRequest(client_software_name="kct", client_software_version="0"), 4)
+    supported = {f.name: (f.min_version, f.max_version) for f in av.body.supported_features or []}
+    evidence.note("features", {"finalized": dict(wire.conn.finalized_features), "supported": supported})
+    assert level >= 1 and supported.get(ELR_FEATURE, (0, 0))[1] >= level, (
+        f"{ELR_FEATURE}: finalized {level}, supported {supported.get(ELR_FEATURE)}; Kafka 4.4.0 finalizes 1")
+    refused = await update_features(wire, 1, ELR_FEATURE, 0, 1, True)
+    assert refused.error_code == E.InvalidUpdateVersionError.errno, (
+        f"lowering {ELR_FEATURE} with upgrade type UPGRADE: {refused}")
+    for version in (1, 2):
+        ok = await update_features(wire, version, ELR_FEATURE, 0, 2, True)
+        results = [(r.feature, r.error_code, r.error_message) for r in getattr(ok, "results", None) or []]
+        assert ok.error_code == 0 and results == ([(ELR_FEATURE, 0, "NONE")] if version == 1 else []), (
+            f"a validate-only safe downgrade (v{version}): {ok}")
+    await wire.conn.api_versions()
+    assert wire.conn.finalized_features.get(ELR_FEATURE, 0) == level, "validate_only must change nothing"

@@ -298,7 +298,8 @@ class QuorumController:
                 who = f"Local controller {self.config['node.id']}"
                 why = (f"{who} does not support this feature." if hi == 0 else
                        f"{who} only supports versions {lo if lo == hi else f'{lo}-{hi}'}")
-            elif level < current and kind == 1:
+            elif level < current and kind == 1 and not (self.faults is not None
+                                                         and self.faults.on("features.downgrade_as_upgrade")):
                 why = ("Can't downgrade the version of this feature without setting the upgrade type to either safe "
                        "or unsafe downgrade.")
             elif level > current and kind != 1:

@@ -6,7 +6,8 @@ all features since the following feature had an error: Invalid update version N 
 an unknown upgrade type; a level below 0; a level this controller does not support — "Local controller C does not
 support this feature." / "... only supports versions A-B"; a downgrade with upgrade type UPGRADE; an upgrade with a
 downgrade type). v0's allow_downgrade means a safe downgrade. Nothing is written with validate_only. On success the
-levels are committed as feature_level records (level 0 removes a feature) and v0–v1 list each feature with NONE; v2
+levels are committed as feature_level records (level 0 removes a feature) and v0–v1 list each feature with NONE
+(message "NONE"); v2
 answers without per-feature results.
 """
 from __future__ import annotations
@@ -36,5 +37,6 @@ async def handle(ctx: ControllerContext, req):
     if err:
         return UpdateFeaturesResponse(throttle_time_ms=0, error_code=err, error_message=message, results=[])
     await c.wait_applied(c.end_offset, APPLY_WAIT_S)
-    results = [Result(feature=name, error_code=0, error_message=None) for name, _, _ in updates] if v <= 1 else []
+    # Kafka sets each result's message to Errors.NONE.message(): "NONE"
+    results = [Result(feature=name, error_code=0, error_message="NONE") for name, _, _ in updates] if v <= 1 else []
     return UpdateFeaturesResponse(throttle_time_ms=0, error_code=0, error_message=None, results=results)
