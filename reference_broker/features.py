@@ -15,6 +15,7 @@ binary metadata records, share groups (KIP-932) and streams groups (KIP-1071), w
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 TRANSACTION_VERSION = "transaction.version"
@@ -24,10 +25,12 @@ GROUP_VERSION = "group.version"
 CONSUMER_GROUP_HEARTBEAT = 68
 
 
+@functools.cache
 def supported() -> dict[str, tuple[int, int]]:
-    """Feature name -> (min, max) level this build implements, in the order Kafka lists them."""
+    """Feature name -> (min, max) level this build implements, in the order Kafka lists them (computed once: the
+    handlers a build serves do not change while it runs)."""
     from .registry import BROKER
-    handlers = BROKER.handlers or BROKER.load_all()
+    handlers = BROKER.load_all()             # every module imported (once): a partial registry would under-report
     return {GROUP_VERSION: (0, 1 if CONSUMER_GROUP_HEARTBEAT in handlers else 0),
             KRAFT_VERSION: (0, 0),
             TRANSACTION_VERSION: (0, 2),
