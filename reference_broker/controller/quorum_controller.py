@@ -4,8 +4,10 @@ Everything the cluster agrees on goes through here as metadata records (metadata
 durable log and applied to the controller's own MetadataImage; brokers fetch the same records and apply them to
 theirs. Names and rules follow Apache Kafka's ``QuorumController``, ``ClusterControlManager`` (registration,
 heartbeats, fencing; KIP-631) and ``ReplicationControlManager`` / ``PartitionChangeBuilder`` (topics, ISR changes
-by AlterPartition with partition-epoch checks, KIP-497; leader elections from the ISR; unclean election only when
-``unclean.leader.election.enable``).
+by AlterPartition with partition-epoch checks, KIP-497; leader elections from the ISR, or with the ISR empty from the
+eligible leader replicas (KIP-966, when eligible.leader.replicas.version ≥ 1: :meth:`QuorumController._build`);
+unclean election only when ``unclean.leader.election.enable``) and ``FeatureControlManager`` (feature levels
+finalized in the log at format time and by UpdateFeatures, KIP-584).
 
 A single controller today (GAPS.md); the metadata log is the only state, so a Raft quorum (KIP-595) can replace
 the log's writer without touching the rules here. Threading rule: runs on one event loop; time from the Clock.
