@@ -10,7 +10,8 @@ Behavior (Kafka 4.4.0's DescribeTopicPartitionsRequestHandler and KRaftMetadataC
 - A named topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name), with
   the zero topic id and no partitions; with "every topic", nothing is listed for it.
 - Each partition: leader (-1 when leaderless), leader epoch, replicas, ISR, eligible leader replicas, last known ELR,
-  offline replicas (on fenced or unregistered brokers). Authorized operations are "not requested": no authorizer.
+  offline replicas (on fenced or unregistered brokers). Topic authorized operations: every topic operation (3576),
+  as Kafka answers without an authorizer.
 """
 from __future__ import annotations
 
@@ -28,16 +29,19 @@ VERSIONS = (0, 0)
 PARTITION_LIMIT = 2000          # Kafka's max.request.partition.size.limit default
 INTERNAL = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 ZERO_UUID = uuid.UUID(int=0)
-NO_AUTH_OPS = -2147483648
+NO_AUTH_OPS = -2147483648       # the schema default, left in an error answer to an invalid request
+# Kafka always fills topic_authorized_operations here (no include flag); without an authorizer every topic operation
+# is allowed: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11 → 3576
+TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 Part = Topic.DescribeTopicPartitionsResponsePartition
 Cursor = DescribeTopicPartitionsResponse.Cursor
 
 
-def _topic(name: str, error: int) -> Topic:
+def _topic(name: str, error: int, ops: int = TOPIC_OPS) -> Topic:
     return Topic(error_code=error, name=name, topic_id=ZERO_UUID, is_internal=name in INTERNAL, partitions=[],
-                 topic_authorized_operations=NO_AUTH_OPS)
+                 topic_authorized_operations=ops)
 
 
 @handles(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, VERSIONS)
@@ -53,10 +57,10 @@ async def handle(ctx: BrokerContext, req):
         names = sorted({t.name for t in req.topics if t.name >= start_name})
         if cursor is not None and cursor.topic_name not in names:
             return DescribeTopicPartitionsResponse(throttle_time_ms=0, next_cursor=None, topics=[
-                _topic(t.name, E.InvalidRequestError.errno) for t in req.topics])
+                _topic(t.name, E.InvalidRequestError.errno, NO_AUTH_OPS) for t in req.topics])
     if cursor is not None and cursor.partition_index < 0:
         return DescribeTopicPartitionsResponse(throttle_time_ms=0, next_cursor=None, topics=[
-            _topic(t.name, E.InvalidRequestError.errno) for t in req.topics])
+            _topic(t.name, E.InvalidRequestError.errno, NO_AUTH_OPS) for t in req.topics])
     remaining = max(min(PARTITION_LIMIT, req.response_partition_limit), 1)
     if b.faults.on("describe_topic_partitions.no_limit"):
         remaining = 1 << 30
@@ -81,7 +85,7 @@ async def handle(ctx: BrokerContext, req):
                               eligible_leader_replicas=list(st.elr), last_known_elr=list(st.last_known_elr),
                               offline_replicas=st.offline_replicas(image)))
         topics.append(Topic(error_code=0, name=name, topic_id=t.topic_id, is_internal=name in INTERNAL,
-                            partitions=parts, topic_authorized_operations=NO_AUTH_OPS))
+                            partitions=parts, topic_authorized_operations=TOPIC_OPS))
         if upper < len(t.partitions):
             next_cursor = Cursor(topic_name=name, partition_index=upper)
             break
