@@ -129,3 +129,22 @@ def test_cleanly_restarted_replica_keeps_its_elr_membership_and_is_elected_from_
     start(c, leader, "inc-l2", previous_epoch=epoch)
     st = part(c)
     assert st.leader == leader and st.isr == [leader] and st.elr == [b] and st.last_known_elr == []
+
+
+def test_leader_shrinking_the_isr_below_min_isr_keeps_the_replica_eligible() -> None:
+    """AlterPartition (the leader drops a lagging follower) goes through the same builder as fencing."""
+    c = controller()
+    st = part(c)
+    a, b = others(st)
+    epoch = c.image.brokers[st.leader].epoch
+    err, _ = c.alter_partition(st.leader, epoch, st.topic_id, 0, st.leader_epoch, st.partition_epoch,
+                               sorted([st.leader, b]))
+    assert err == 0 and part(c).elr == []                        # 2 = min ISR
+    st = part(c)
+    err, _ = c.alter_partition(st.leader, epoch, st.topic_id, 0, st.leader_epoch, st.partition_epoch, [st.leader])
+    st = part(c)
+    assert err == 0 and st.isr == [st.leader] and st.elr == [b], st
+    # turning ELR off (UpdateFeatures, safe downgrade) clears it, as Kafka's ClearElrRecord does
+    assert c.update_features([("eligible.leader.replicas.version", 0, 2)], False) == (0, None)
+    assert part(c).elr == [] and part(c).isr == [st.leader]
+    assert a not in part(c).isr
