@@ -37,6 +37,11 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "isr.min_isr_not_capped": ("ACKS-ALL-MIN-ISR-ABOVE-RF",),
     "list_offsets.no_offset_not_available": ("LIST-OFFSETS-NOT-AVAILABLE",),
     "isr.idle_follower_lags": ("ISR-IDLE-FOLLOWER",),
+    # elr: eligible leader replicas and DescribeTopicPartitions (KIP-966)
+    "elr.disabled": ("ELR-SHRINK-BELOW-MIN-ISR",),
+    "elr.no_election_from_elr": ("ELR-CLEAN-ELECTION",),
+    "describe_topic_partitions.no_limit": ("DTP-PAGINATION",),
+    "features.downgrade_as_upgrade": ("FEATURES-UPDATE",),
     # isr_hw: the HW as clients see it
     "fetch.hw_off_by_one": ("HW-CONSISTENT-VIEWS",),
     "fetch.hw_is_read_end": ("HW-MONOTONIC",),

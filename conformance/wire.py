@@ -65,6 +65,8 @@ VERSIONS: dict[str, int] = {
     "FindCoordinator": 3, "JoinGroup": 7, "Heartbeat": 4, "LeaveGroup": 4, "SyncGroup": 5, "CreateTopics": 7,
     "DeleteRecords": 2, "OffsetForLeaderEpoch": 4, "DescribeGroups": 5, "DescribeConfigs": 4, "ElectLeaders": 2,
     "InitProducerId": 4,
+    # KIP-966 partitions with their eligible leader replicas, paginated; KIP-584 feature updates (suites/test_elr.py)
+    "DescribeTopicPartitions": 0, "UpdateFeatures": 2,
     # transactions (conformance/txn.py): the classic protocol a transactional producer speaks (KIP-98, KIP-447,
     # KIP-890 part 1): AddPartitionsToTxn v4+ is broker-to-broker only, EndTxn v5 / TxnOffsetCommit v5 opt into
     # transaction protocol version 2 (KIP-890 part 2)
@@ -72,7 +74,8 @@ VERSIONS: dict[str, int] = {
     "ListTransactions": 0,
     "DescribeQuorum": 2,     # KIP-595; v1 adds fetch/caught-up timestamps, v2 directory ids and the voters' nodes
 }
-API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
+API_KEYS = {"DescribeTopicPartitions": 75, "UpdateFeatures": 57,
+            "Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
             "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
             "CreateTopics": 19, "DeleteRecords": 21, "OffsetForLeaderEpoch": 23, "DescribeGroups": 15,
             "DescribeConfigs": 32, "ElectLeaders": 43, "InitProducerId": 22, "AddPartitionsToTxn": 24,

@@ -57,10 +57,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "transaction.max.timeout.ms": (int, 900_000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10_000),
     "transaction.partition.verification.enable": (bool, True),
-    # the cluster's finalized `transaction.version` feature level (KIP-890 part 2; Kafka sets it when the storage is
+    # the `transaction.version` feature level the metadata log is formatted with (KIP-890 part 2; Kafka sets it when the storage is
     # formatted, `kafka-storage format --feature transaction.version=N`, 2 by default in 4.x): 2 lets clients bump the
     # epoch per transaction (EndTxn v5) and add partitions through Produce v12; 0/1 keep them on the classic protocol
     "transaction.version": (int, 2),
+    # the `eligible.leader.replicas.version` level the metadata log is formatted with (KIP-966; Kafka 4.4.0 formats
+    # with 1): 1 keeps replicas that leave the ISR below min.insync.replicas as eligible leaders (ELR)
+    "eligible.leader.replicas.version": (int, 1),
     "cluster.id": (str, "reference-cluster-0000"),
 }
 

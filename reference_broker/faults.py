@@ -32,6 +32,18 @@ FAULTS: dict[str, str] = {
                              "answers at once) — breaks FETCH-MAXWAIT-ZERO",
     "group.describe_unknown_empty": "DescribeGroups of an unknown group answers state Empty (Kafka: Dead) — breaks "
                                     "GROUP-DESCRIBE-DEAD",
+    # eligible leader replicas (ELR suite, KIP-966)
+    "elr.disabled": "the controller ignores eligible.leader.replicas.version: no ELR, the ISR keeps its last member "
+                    "(PartitionChangeBuilder without KIP-966) — breaks ELR-SHRINK-BELOW-MIN-ISR (and "
+                    "ELR-CLEAN-ELECTION, whose first step expects the ELR)",
+    "elr.no_election_from_elr": "with the ISR empty, an eligible leader replica is not a valid leader (Kafka: "
+                                "PartitionChangeBuilder.isValidNewLeader accepts ELR members when the ISR is empty) "
+                                "— breaks ELR-CLEAN-ELECTION",
+    "features.downgrade_as_upgrade": "UpdateFeatures lowers a finalized level with upgrade type UPGRADE (Kafka: "
+                                     "INVALID_UPDATE_VERSION, FeatureControlManager.updateFeature) — breaks "
+                                     "FEATURES-UPDATE",
+    "describe_topic_partitions.no_limit": "DescribeTopicPartitions ignores response_partition_limit and never sets "
+                                          "next_cursor — breaks DTP-PAGINATION",
     # replication (ISR-HW suite)
     "isr.hw_is_leader_leo": "the leader's HW is its own LEO, ignoring in-sync followers (Kafka: min LEO over the "
                             "ISR, Partition.maybeIncrementLeaderHW) — breaks HW-MIN-LEO-ISR",

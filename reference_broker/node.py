@@ -19,6 +19,7 @@ Threading rule: everything runs on the node's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -61,6 +62,7 @@ NOT_COORDINATOR = E.NotCoordinatorError.errno
 COORDINATOR_NOT_AVAILABLE = E.CoordinatorNotAvailableError.errno
 STALE_BROKER_EPOCH = E.StaleBrokerEpochError.errno
 DUPLICATE_BROKER_REGISTRATION = E.DuplicateBrokerRegistrationError.errno
+CLEAN_SHUTDOWN_FILE = "clean_shutdown.json"
 
 
 class NodeStartError(RuntimeError):
@@ -118,6 +120,7 @@ class BrokerNode:
         self.image = MetadataImage()
         config.bind_dynamic(self.image, self.node_id)     # dynamic broker configs come from the metadata log
         self.broker_epoch = -1
+        self.previous_broker_epoch = -1          # set from a clean shutdown marker in the data dir (KIP-966)
         self.fenced = True
         self._unfenced = asyncio.Event()
         self._live_in_image = asyncio.Event()    # our image shows us registered and unfenced
@@ -155,6 +158,7 @@ class BrokerNode:
 
     def _open_data_dir(self, d: Path) -> None:
         prepare_data_dir(d)
+        self.previous_broker_epoch = self._take_clean_shutdown_marker(d)
         meta = d / "node.json"
         if meta.exists():
             try:
@@ -162,6 +166,29 @@ class BrokerNode:
                 self._next_producer_id = max(self._next_producer_id, int(doc["next_producer_id"]))
             except (ValueError, KeyError, TypeError) as e:
                 raise DataDirError(f"{meta} is corrupt ({type(e).__name__}: {e}); refusing to start") from None
+
+    @staticmethod
+    def _take_clean_shutdown_marker(d: Path) -> int:
+        """The broker epoch a clean shutdown left behind (Kafka's clean shutdown file with the broker epoch,
+        KIP-966), removed so that a crash of this incarnation is not taken for a clean one; -1 without it."""
+        marker = d / CLEAN_SHUTDOWN_FILE
+        try:
+            epoch = int(json.loads(marker.read_text())["broker_epoch"])
+        except (OSError, ValueError, KeyError, TypeError):
+            epoch = -1
+        with contextlib.suppress(OSError):
+            marker.unlink()
+        return epoch
+
+    def _write_clean_shutdown_marker(self) -> None:
+        if self.data_dir is None or self.broker_epoch < 0:
+            return
+        tmp = self.data_dir / (CLEAN_SHUTDOWN_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"broker_epoch": self.broker_epoch}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.data_dir / CLEAN_SHUTDOWN_FILE)
 
     def _save_node_state(self) -> None:
         if self.data_dir is None:
@@ -460,7 +487,8 @@ class BrokerNode:
         while True:
             req = BrokerRegistrationRequest(broker_id=self.node_id, cluster_id=self.cluster_id,
                                             incarnation_id=self.incarnation, host=host, port=port,
-                                            replication_host=self.host, replication_port=self.port, rack=None)
+                                            replication_host=self.host, replication_port=self.port, rack=None,
+                                            previous_broker_epoch=self.previous_broker_epoch)
             try:
                 resp = await self._links["heartbeat"].request(req, 0, timeout=5.0)
                 if resp.error_code == 0:
@@ -579,6 +607,7 @@ class BrokerNode:
         for link in [*self._links.values(), *self._peer_links.values()]:
             await link.close()
         self.replicas.close()
+        self._write_clean_shutdown_marker()      # only a stop that got here is clean (kill -9 never does)
 
 
 __all__ = ["BrokerNode", "DataDirError", "NodeStartError", "parse_address"]

@@ -27,7 +27,7 @@ SCHEMA = "kct-diff/1"
 RECORD_SETTINGS = {"group.initial.rebalance.delay.ms": "300", "group.min.session.timeout.ms": "500"}
 # Targets this CLI starts and can hand RECORD_SETTINGS to (their --target-config takes kafka.<setting>)
 SETTABLE = ("reference", "kafka")
-SUITES = ("fetch", "offsets", "rebalance", "isr_hw", "clients")
+SUITES = ("fetch", "offsets", "rebalance", "isr_hw", "clients", "elr")
 EXIT_CODES = """exit codes:
   0  no difference outside the normalisation table and GAPS.md
   1  unexplained differences (listed per API key, version and field)

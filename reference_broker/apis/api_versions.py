@@ -5,13 +5,12 @@ Behavior:
 - An unsupported ApiVersions version gets a v0 body with UNSUPPORTED_VERSION and the full list, so the client can
   retry at a version we serve (KIP-511); its response header is always v0.
 - v3+ client software name/version are accepted and ignored.
-- v3+ features (KIP-584), on the broker listener: ``transaction.version`` finalized at the cluster's level
-  (``transaction.version`` setting, 2 by default as Kafka 4.x formats it; KIP-890 part 2: clients that see 2 bump
-  the epoch per transaction) and supported 0–2. As Kafka 4.4.0 answers (seen: ApiVersions v3 and v4 to a 1-node
-  cluster), the supported list of a v3 answer leaves out features whose minimum is 0 (older clients cannot read a
-  0 minimum, KIP-1022), so v3 lists none and v4+ lists transaction.version 0–2; finalized entries have min = max =
-  the level; finalized_features_epoch is the metadata offset applied (Kafka: the features image's offset).
-  Other Kafka features (metadata.version, group.version, ...) are not advertised (GAPS.md).
+- v3+ features (KIP-584), on the broker listener: the supported ranges of reference_broker/features.py and the
+  levels finalized in the metadata log (feature_level records, written when the log is formatted, applied by the
+  image). As Kafka 4.4.0 answers (seen: ApiVersions v3 and v4 to a 3-broker cluster), the supported list of a v3
+  answer leaves out features whose minimum is 0 (older clients cannot read a 0 minimum, KIP-1022), so v3 lists none
+  and v4+ lists them all; finalized entries (levels above 0 only) have min = max = the level;
+  finalized_features_epoch is the metadata offset applied (Kafka: the metadata image's offset).
 """
 from __future__ import annotations
 
@@ -19,12 +18,11 @@ from kafka import errors as E
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from ..context import BrokerContext
+from ..features import supported as feature_ranges
 from ..registry import Registry, handles
 
 API_KEY = 18
 VERSIONS = (0, 4)
-TRANSACTION_VERSION = "transaction.version"
-TV_SUPPORTED = (0, 2)            # TransactionVersion TV_0..TV_2
 
 
 def _api_keys(registry: Registry) -> list:
@@ -52,9 +50,8 @@ def features(node, version: int) -> tuple[list, list, int]:
     image = getattr(node, "image", None)
     if config is None or image is None:
         return [], [], -1
-    level = config["transaction.version"]
-    supported = [] if version < 4 and TV_SUPPORTED[0] == 0 else [ApiVersionsResponse.SupportedFeatureKey(
-        name=TRANSACTION_VERSION, min_version=TV_SUPPORTED[0], max_version=TV_SUPPORTED[1])]
-    finalized = [] if level <= 0 else [ApiVersionsResponse.FinalizedFeatureKey(
-        name=TRANSACTION_VERSION, max_version_level=level, min_version_level=level)]
+    supported = [ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+                 for name, (lo, hi) in feature_ranges().items() if version >= 4 or lo > 0]
+    finalized = [ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+                 for name, level in image.features.items() if level > 0]
     return supported, finalized, max(image.offset, 0)

@@ -4,8 +4,10 @@ Everything the cluster agrees on goes through here as metadata records (metadata
 durable log and applied to the controller's own MetadataImage; brokers fetch the same records and apply them to
 theirs. Names and rules follow Apache Kafka's ``QuorumController``, ``ClusterControlManager`` (registration,
 heartbeats, fencing; KIP-631) and ``ReplicationControlManager`` / ``PartitionChangeBuilder`` (topics, ISR changes
-by AlterPartition with partition-epoch checks, KIP-497; leader elections from the ISR; unclean election only when
-``unclean.leader.election.enable``).
+by AlterPartition with partition-epoch checks, KIP-497; leader elections from the ISR, or with the ISR empty from the
+eligible leader replicas (KIP-966, when eligible.leader.replicas.version ≥ 1: :meth:`QuorumController._build`);
+unclean election only when ``unclean.leader.election.enable``) and ``FeatureControlManager`` (feature levels
+finalized in the log at format time and by UpdateFeatures, KIP-584).
 
 A single controller today (GAPS.md); the metadata log is the only state, so a Raft quorum (KIP-595) can replace
 the log's writer without touching the rules here. Threading rule: runs on one event loop; time from the Clock.
@@ -24,6 +26,8 @@ from kafka import errors as E
 from ..clock import Clock
 from ..config import BrokerConfig
 from ..datadir import DataDirError
+from ..features import ELR_VERSION, bootstrap_levels
+from ..features import supported as supported_features
 from ..log.base import Log
 from ..metadata.image import MetadataImage, PartitionState, TopicImage, partition_record
 from ..metadata.records import NO_LEADER, decode_batches, encode_batch
@@ -43,6 +47,7 @@ DUPLICATE_BROKER_REGISTRATION = E.DuplicateBrokerRegistrationError.errno
 INCONSISTENT_CLUSTER_ID = E.InconsistentClusterIdError.errno
 INELIGIBLE_REPLICA = E.IneligibleReplicaError.errno
 PREFERRED, UNCLEAN = 0, 1
+ONLINE = 2          # PartitionChangeBuilder.Election.ONLINE: elect from the ISR (or the ELR) only
 # the topic configs known before every Kafka topic config was (test-only switch topics.nine_configs_only)
 NINE_CONFIGS = frozenset({"min.insync.replicas", "max.message.bytes", "segment.bytes", "unclean.leader.election.enable",
                           "cleanup.policy", "retention.ms", "retention.bytes", "message.timestamp.type",
@@ -174,7 +179,8 @@ class QuorumController:
         return self.config["broker.session.timeout.ms"] / 1000
 
     def register_broker(self, broker_id: int, cluster_id: str, incarnation: str, host: str, port: int,
-                        repl_host: str, repl_port: int, rack: str | None) -> tuple[int, int]:
+                        repl_host: str, repl_port: int, rack: str | None,
+                        previous_broker_epoch: int = -1) -> tuple[int, int]:
         """(error, broker epoch). A different incarnation while the old one's session is live is refused
         (DUPLICATE_BROKER_REGISTRATION) until that session expires, as Kafka does; the new one starts fenced."""
         if cluster_id != self.config["cluster.id"]:
@@ -188,12 +194,19 @@ class QuorumController:
         self.heard_from.add(broker_id)
         if old is not None and old.incarnation == incarnation:
             return 0, old.epoch
-        records = []
         if old is not None and not old.fenced:
-            records += self._fence_records(broker_id)
-        records.append({"type": "register_broker", "broker_id": broker_id, "incarnation": incarnation,
+            self._commit(self._fence_records(broker_id))
+        clean = old is not None and old.epoch == previous_broker_epoch
+        if old is not None and self.image.elr_enabled and not clean:
+            # Kafka 4.4.0 (ClusterControlManager.registerBroker → handleBrokerUncleanShutdown): a new incarnation
+            # whose previous broker epoch (from its clean shutdown marker) is not the registered one may have lost
+            # acknowledged records: it leaves every ISR and ELR.
+            self._commit(self._unclean_shutdown_records(broker_id))
+        elif old is not None:
+            self._commit(self._leave_records(broker_id))       # handleBrokerShutdown: out of every ISR
+        records: list[dict] = [{"type": "register_broker", "broker_id": broker_id, "incarnation": incarnation,
                         "host": host, "port": port, "repl_host": repl_host, "repl_port": repl_port, "rack": rack,
-                        "epoch": -1})
+                        "epoch": -1}]
         self._commit(records)
         self.shutdown_offset.pop(broker_id, None)
         self.session_deadline[broker_id] = self.clock.monotonic() + self._session_s()
@@ -260,6 +273,57 @@ class QuorumController:
                 self._commit(self._fence_records(bid))
         return expired
 
+    def bootstrap_features(self) -> None:
+        """Finalize the cluster's feature levels once, as ``kafka-storage format`` does (FeatureLevelRecords at the
+        start of the metadata log); a log that already holds feature records is left as it is."""
+        if self.image.features_offset >= 0:
+            return
+        self._commit([{"type": "feature_level", "name": name, "level": level}
+                      for name, level in bootstrap_levels(self.config).items()])
+
+    def update_features(self, updates: list[tuple[str, int, int]], validate_only: bool) -> tuple[int, str | None]:
+        """FeatureControlManager.updateFeatures: (feature, level, upgrade type) each, checked in order; the first
+        failure fails the whole request (INVALID_UPDATE_VERSION, Kafka's message); else the levels are committed
+        (unless ``validate_only``). Turning eligible.leader.replicas.version off clears every partition's ELR and
+        LastKnownElr (Kafka: ClearElrRecord). Feature dependencies on metadata.version are not checked (GAPS.md)."""
+        supported = supported_features()
+        records: list[dict] = []
+        for name, level, kind in updates:
+            why = None
+            current = self.image.feature(name)
+            lo, hi = supported.get(name, (0, 0))
+            if kind not in (1, 2, 3):
+                why = "The controller does not support the given upgrade type."
+            elif level < 0:
+                why = "A feature version cannot be less than 0."
+            elif not lo <= level <= hi:
+                who = f"Local controller {self.config['node.id']}"
+                why = (f"{who} does not support this feature." if hi == 0 else
+                       f"{who} only supports versions {lo if lo == hi else f'{lo}-{hi}'}")
+            elif level < current and kind == 1 and not (self.faults is not None
+                                                         and self.faults.on("features.downgrade_as_upgrade")):
+                why = ("Can't downgrade the version of this feature without setting the upgrade type to either safe "
+                       "or unsafe downgrade.")
+            elif level > current and kind != 1:
+                why = "Can't downgrade to a newer version."
+            if why is not None:
+                return INVALID_UPDATE_VERSION, ("The update failed for all features since the following feature had "
+                                                f"an error: Invalid update version {level} for feature {name}. {why}")
+            records.append({"type": "feature_level", "name": name, "level": level})
+        if validate_only:
+            return 0, None
+        self._commit(records)
+        if self.image.feature(ELR_VERSION) < 1:
+            cleared = []
+            for t in self.image.topics.values():
+                for st in t.partitions:
+                    if st.elr or st.last_known_elr:
+                        rec = self._record(st, st.leader, list(st.isr), [], [])
+                        if rec is not None:
+                            cleared.append(rec)
+            self._commit(cleared)
+        return 0, None
+
     def start_ticker(self) -> None:
         """Check sessions periodically through the clock, and every unclean.leader.election.interval.ms elect
         leaders uncleanly for leaderless partitions that allow it (QuorumController's electUnclean task)."""
@@ -289,15 +353,114 @@ class QuorumController:
     def _unclean_allowed(self, t: TopicImage) -> bool:
         return bool(topic_setting(t.configs, self.config, "unclean.leader.election.enable"))
 
+    def _min_isr(self, t: TopicImage) -> int:
+        """ReplicationControlManager.getTopicEffectiveMinIsr: min.insync.replicas, at most the replication factor."""
+        return min(int(topic_setting(t.configs, self.config, "min.insync.replicas")), t.replication_factor or 1)
+
     def _change(self, st: PartitionState, *, leader: int | None = None, isr: list[int] | None = None) -> dict | None:
-        """A partition_change record, or None when nothing changes; leader changes bump the leader epoch."""
+        """A partition_change record setting exactly ``leader`` / ``isr`` (None: unchanged), or None when nothing
+        changes; leader changes bump the leader epoch. Used where the caller already chose the leader (preferred
+        election); ELR fields follow the ISR as :meth:`_build` keeps them."""
         new_leader = st.leader if leader is None else leader
         new_isr = list(st.isr) if isr is None else list(isr)
         if new_leader == st.leader and new_isr == st.isr:
             return None
-        nxt = PartitionState(st.topic, st.topic_id, st.index, st.replicas, new_isr, new_leader,
-                             st.leader_epoch + (1 if new_leader != st.leader else 0), st.partition_epoch + 1)
+        elr, lke = list(st.elr), list(st.last_known_elr)
+        t = self.image.topics_by_id[st.topic_id]
+        if len(new_isr) >= self._min_isr(t) or not self.image.elr_enabled:
+            elr, lke = [], []
+        elr = [r for r in elr if r not in new_isr]
+        if new_leader >= 0 and st.leader < 0:
+            lke = []
+        return self._record(st, new_leader, new_isr, elr, lke)
+
+    def _record(self, st: PartitionState, leader: int, isr: list[int], elr: list[int], lke: list[int]) -> dict | None:
+        if leader == st.leader and isr == st.isr and elr == st.elr and lke == st.last_known_elr:
+            return None
+        nxt = PartitionState(st.topic, st.topic_id, st.index, st.replicas, list(isr), leader,
+                             st.leader_epoch + (1 if leader != st.leader else 0), st.partition_epoch + 1,
+                             list(elr), list(lke))
         return partition_record(nxt)
+
+    def _build(self, st: PartitionState, *, target_isr: list[int] | None = None, election: int = ONLINE,
+               remove: int = NO_LEADER, add: int = NO_LEADER, unclean_shutdown: int = NO_LEADER) -> dict | None:
+        """The partition change Kafka's PartitionChangeBuilder makes (4.4.0, ELR per eligible.leader.replicas.version),
+        or None when nothing changes.
+
+        - ELR (KIP-966, when enabled): with the target ISR below the effective min ISR, the replicas leaving the ISR
+          (and the ELR already there) form the ELR, less a broker that shut down uncleanly; at or above min ISR the
+          ELR is empty. The ISR may then become empty (without ELR it keeps its last member).
+        - Election: the current leader stays if it is in the target ISR and acceptable; else the first acceptable
+          replica in replica order that is in the target ISR — or, with the ISR empty, in the ELR (a clean election:
+          the ISR becomes that replica alone and it leaves the ELR); else the last known leader (LastKnownElr, one
+          member) when ISR and ELR are both empty and it is acceptable ("balanced recovery", written as an unclean
+          election); else, for UNCLEAN, any acceptable replica (ISR = it, ELR cleared); else no leader.
+        - LastKnownElr holds the leader the partition had when it first became leaderless; cleared once it leads.
+        Acceptable = active (unfenced, not shutting down) or ``add``, never ``remove`` or ``unclean_shutdown``."""
+        t = self.image.topics_by_id[st.topic_id]
+        elr_on = self.image.elr_enabled
+        if self.faults is not None and self.faults.on("elr.disabled"):
+            elr_on = False
+        min_isr = self._min_isr(t)
+        isr = list(st.isr) if target_isr is None else list(target_isr)
+        elr, lke = list(st.elr), list(st.last_known_elr)
+
+        def acceptable(r: int) -> bool:
+            return r not in (remove, unclean_shutdown) and (r == add or self.image.is_active(r))
+
+        if elr_on:                                           # maybePopulateTargetElr
+            if len(isr) >= min_isr:
+                elr, lke = [], []
+            else:
+                cand = set(elr) | set(st.isr)
+                elr = sorted(r for r in cand if r not in isr and r != unclean_shutdown)
+        from_elr = not (self.faults is not None and self.faults.on("elr.no_election_from_elr"))
+
+        def valid(r: int) -> bool:
+            return (r in isr or (from_elr and not isr and r in elr)) and acceptable(r)
+
+        def last_known_leader() -> int:
+            if (elr_on and not elr and not isr and len(st.last_known_elr) == 1
+                    and acceptable(st.last_known_elr[0])):
+                return st.last_known_elr[0]
+            return NO_LEADER
+
+        unclean = False
+        if election == PREFERRED and st.replicas and valid(st.replicas[0]):
+            new = st.replicas[0]
+        elif st.leader != NO_LEADER and valid(st.leader):
+            new = st.leader
+        else:
+            new = next((r for r in st.replicas if valid(r)), NO_LEADER)
+            if new == NO_LEADER:
+                new = last_known_leader()
+                unclean = new != NO_LEADER
+            if new == NO_LEADER and election == UNCLEAN:
+                new = next((r for r in st.replicas if acceptable(r)), NO_LEADER)
+                unclean = new != NO_LEADER
+        leader_changes = new != st.leader
+        record_isr: list[int] | None = None
+        if leader_changes:                                   # tryElection
+            if new in elr:
+                isr, elr = [new], [r for r in elr if r != new]
+            elif unclean:
+                log.warning("unclean election: %s-%d leader %d (ISR was %s, ELR %s)", st.topic, st.index, new,
+                            st.isr, st.elr)
+                record_isr = [new]
+        if record_isr is not None or not elr_on:             # maybeUpdateRecordElr
+            elr = []
+        if record_isr is None and (isr or elr_on):
+            record_isr = isr
+        new_isr = list(st.isr) if record_isr is None else record_isr
+        lke = list(st.last_known_elr)                        # maybeUpdateLastKnownLeader (last known leader mode)
+        if elr_on:
+            if leader_changes and new == NO_LEADER and not st.last_known_elr:
+                lke = [st.leader]
+            elif leader_changes and new >= 0 and st.last_known_elr:
+                lke = []
+        else:
+            lke = []
+        return self._record(st, new, new_isr, elr, lke)
 
     def _fence_records(self, broker_id: int) -> list[dict]:
         """Fence a broker: it leaves every ISR and its leaderships move (:meth:`_leave_records`)."""
@@ -310,37 +473,46 @@ class QuorumController:
         return [{"type": "controlled_shutdown", "broker_id": broker_id, "epoch": b.epoch},
                 *self._leave_records(broker_id)]
 
+    def _election_type(self, t: TopicImage) -> int:
+        return UNCLEAN if self._unclean_allowed(t) else ONLINE
+
     def _leave_records(self, broker_id: int) -> list[dict]:
-        """The broker leaves every ISR (unless it is the last member) and its leaderships move to another active ISR
-        member in replica order; with none, the partition is leaderless (or unclean, if enabled)."""
+        """ReplicationControlManager.handleBrokerFenced / handleBrokerInControlledShutdown: the broker leaves every
+        ISR it is in and its leaderships move (:meth:`_build` with it as the broker to remove); below min ISR it
+        joins the ELR (KIP-966)."""
         records: list[dict] = []
-        live = {x.broker_id for x in self.image.active_brokers()} - {broker_id}
         for t in self.image.topics.values():
             for st in t.partitions:
                 if broker_id not in st.isr and st.leader != broker_id:
                     continue
-                isr = [r for r in st.isr if r != broker_id] or list(st.isr)   # never an empty ISR
-                leader = st.leader
-                if leader == broker_id or leader == NO_LEADER:
-                    leader = next((r for r in st.replicas if r in isr and r in live), NO_LEADER)
-                    if leader == NO_LEADER and self._unclean_allowed(t):
-                        leader = next((r for r in st.replicas if r in live), NO_LEADER)
-                        if leader != NO_LEADER:
-                            log.warning("unclean election: %s-%d leader %d (ISR was %s)", st.topic, st.index,
-                                        leader, st.isr)
-                            isr = [leader]
-                rec = self._change(st, leader=leader, isr=isr)
+                rec = self._build(st, target_isr=[r for r in st.isr if r != broker_id],
+                                  election=self._election_type(t), remove=broker_id)
+                if rec is not None:
+                    records.append(rec)
+        return records
+
+    def _unclean_shutdown_records(self, broker_id: int) -> list[dict]:
+        """ReplicationControlManager.handleBrokerUncleanShutdown (ELR on): a new incarnation registers without a
+        clean shutdown behind it, so it may have lost acknowledged records: it leaves every ISR and ELR."""
+        records: list[dict] = []
+        for t in self.image.topics.values():
+            for st in t.partitions:
+                if broker_id not in st.isr and broker_id not in st.elr:
+                    continue
+                rec = self._build(st, target_isr=[r for r in st.isr if r != broker_id],
+                                  election=self._election_type(t), unclean_shutdown=broker_id)
                 if rec is not None:
                     records.append(rec)
         return records
 
     def _elections_for_unfenced(self, broker_id: int) -> list[dict]:
-        """A broker came back: leaderless partitions it is in the ISR of get it as leader (clean election)."""
+        """ReplicationControlManager.handleBrokerUnfenced: every leaderless partition is tried again with the broker
+        acceptable (from the ISR, the ELR, the last known leader, or uncleanly where the topic allows)."""
         records = []
         for t in self.image.topics.values():
             for st in t.partitions:
-                if st.leader == NO_LEADER and broker_id in st.isr:
-                    rec = self._change(st, leader=broker_id)
+                if st.leader == NO_LEADER:
+                    rec = self._build(st, election=self._election_type(t), add=broker_id)
                     if rec is not None:
                         records.append(rec)
         return records
@@ -348,17 +520,15 @@ class QuorumController:
     def _unclean_elections(self) -> list[dict]:
         """Leaderless partitions of topics that allow unclean election take any live replica (data may be lost)."""
         records = []
-        live = {x.broker_id for x in self.image.active_brokers()}
         for t in self.image.topics.values():
             if not self._unclean_allowed(t):
                 continue
             for st in t.partitions:
                 if st.leader != NO_LEADER:
                     continue
-                leader = next((r for r in st.replicas if r in live), NO_LEADER)
-                if leader != NO_LEADER:
-                    log.warning("unclean election: %s-%d leader %d (ISR was %s)", st.topic, st.index, leader, st.isr)
-                    records.append(self._change(st, leader=leader, isr=[leader]))
+                rec = self._build(st, election=UNCLEAN)
+                if rec is not None:
+                    records.append(rec)
         return records
 
     def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]]) -> list[tuple[str, int, int, str | None]]:
@@ -385,11 +555,11 @@ class QuorumController:
                 if st.leader != NO_LEADER:
                     out.append((topic, idx, ELECTION_NOT_NEEDED, "partition has a leader"))
                     continue
-                leader = next((r for r in st.replicas if r in live), NO_LEADER)
-                if leader == NO_LEADER:
+                rec = self._build(st, election=UNCLEAN)
+                if rec is None or rec["leader"] == NO_LEADER:
                     out.append((topic, idx, ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica"))
                 else:
-                    records.append(self._change(st, leader=leader, isr=[leader]))
+                    records.append(rec)
                     out.append((topic, idx, 0, None))
         self._commit([r for r in records if r is not None])
         return out
@@ -427,7 +597,7 @@ class QuorumController:
         if any(not self.image.is_active(r) for r in new_isr):
             return INELIGIBLE_REPLICA, None
         isr = [r for r in st.replicas if r in new_isr]
-        rec = self._change(st, isr=isr)
+        rec = self._build(st, target_isr=isr, election=self._election_type(t))
         if rec is not None:
             self._commit([rec])
         return 0, self.image.partition(t.name, index)

@@ -48,6 +48,7 @@ class ControllerService:
     async def start(self, host: str, port: int) -> int:
         self.port = await self.server.start(host, port)
         self.host = host
+        self.controller.bootstrap_features()
         self.controller.start_ticker()
         ensure_cluster_defaults(self.controller)
         return self.port

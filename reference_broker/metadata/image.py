@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from ..features import ELR_VERSION
 from .records import NO_LEADER
 
 
@@ -42,6 +43,8 @@ class PartitionState:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    elr: list[int] = field(default_factory=list)              # KIP-966 eligible leader replicas
+    last_known_elr: list[int] = field(default_factory=list)   # KIP-966: the last leader once the ISR emptied
 
     def offline_replicas(self, image: MetadataImage) -> list[int]:
         """Replicas on brokers that are not registered or fenced (Metadata's offline_replicas)."""
@@ -69,9 +72,10 @@ class Delta:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     removed_topics: list[TopicImage] = field(default_factory=list)
     configs: bool = False                  # a ConfigRecord was applied (topic or broker dynamic configs)
+    features: set[str] = field(default_factory=set)
 
     def __bool__(self) -> bool:
-        return bool(self.brokers or self.partitions or self.removed_topics)
+        return bool(self.brokers or self.partitions or self.removed_topics or self.features)
 
 
 class MetadataImage:
@@ -81,6 +85,8 @@ class MetadataImage:
         self.topics_by_id: dict[uuid.UUID, TopicImage] = {}
         # dynamic broker configs (ConfigRecord, resource BROKER): broker id as text, or "" for the cluster default
         self.broker_configs: dict[str, dict[str, str | None]] = {}
+        self.features: dict[str, int] = {}     # finalized feature levels (KIP-584), from feature_level records
+        self.features_offset = -1              # offset of the last feature_level record (Kafka: the features epoch)
         self.offset = -1             # offset of the last record applied
 
     # -- queries ----------------------------------------------------------------------------------------------
@@ -100,6 +106,15 @@ class MetadataImage:
 
     def active_brokers(self) -> list[BrokerRegistration]:
         return [b for _, b in sorted(self.brokers.items()) if b.active]
+
+    def feature(self, name: str) -> int:
+        """The finalized level of a feature; 0 when not finalized (Kafka: an absent feature is at level 0)."""
+        return self.features.get(name, 0)
+
+    @property
+    def elr_enabled(self) -> bool:
+        """KIP-966 is on once eligible.leader.replicas.version is finalized at 1 or more."""
+        return self.feature(ELR_VERSION) >= 1
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         t = self.topics.get(topic)
@@ -144,13 +159,21 @@ class MetadataImage:
             if t is None:
                 return delta
             st = PartitionState(t.name, t.topic_id, rec["partition"], list(rec["replicas"]), list(rec["isr"]),
-                                rec["leader"], rec["leader_epoch"], rec["partition_epoch"])
+                                rec["leader"], rec["leader_epoch"], rec["partition_epoch"],
+                                list(rec.get("elr", ())), list(rec.get("last_known_elr", ())))
             if kind == "partition":
                 assert st.index == len(t.partitions), (t.name, st.index)
                 t.partitions.append(st)
             else:
                 t.partitions[st.index] = st
             delta.partitions.add((t.name, st.index))
+        elif kind == "feature_level":
+            if rec["level"] > 0:
+                self.features[rec["name"]] = rec["level"]
+            else:
+                self.features.pop(rec["name"], None)
+            self.features_offset = offset
+            delta.features.add(rec["name"])
         elif kind == "remove_topic":
             t = self.topics_by_id.pop(uuid.UUID(rec["topic_id"]), None)
             if t is not None:
@@ -186,8 +209,8 @@ TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4      # ConfigResource.Type ids
 def partition_record(st: PartitionState, kind: str = "partition_change") -> dict:
     return {"type": kind, "topic_id": str(st.topic_id), "partition": st.index, "replicas": list(st.replicas),
             "isr": list(st.isr), "leader": st.leader, "leader_epoch": st.leader_epoch,
-            "partition_epoch": st.partition_epoch}
+            "partition_epoch": st.partition_epoch, "elr": list(st.elr), "last_known_elr": list(st.last_known_elr)}
 
 
-__all__ = ["NO_LEADER", "BrokerRegistration", "Delta", "MetadataImage", "PartitionState", "TopicImage",
+__all__ = ["ELR_VERSION", "NO_LEADER", "BrokerRegistration", "Delta", "MetadataImage", "PartitionState", "TopicImage",
            "partition_record"]

@@ -12,10 +12,13 @@ difference (GAPS.md): JSON values in ordinary v2 record batches instead of Kafka
 | unfence_broker  | BrokerRegistrationChange   | broker_id, epoch (fenced=-1)                                         |
 | controlled_shutdown | BrokerRegistrationChange | broker_id, epoch (inControlledShutdown=1)                          |
 | topic           | TopicRecord (+ConfigRecord)| name, topic_id, configs                                              |
-| partition       | PartitionRecord            | topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch |
+| partition       | PartitionRecord            | topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch, elr, last_known_elr |
 | partition_change| PartitionChangeRecord      | the same fields, the partition's whole new state                    |
 | remove_topic    | RemoveTopicRecord          | topic_id                                                             |
 | config          | ConfigRecord               | resource_type (2 topic, 4 broker), resource_name ("" = cluster default), name, value (None: removed) |
+| feature_level   | FeatureLevelRecord         | name, level (0 removes the feature, as Kafka's level 0)              |
+
+``elr`` / ``last_known_elr`` (KIP-966) are absent from records written before they existed and read as empty.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ METADATA_TOPIC = "__cluster_metadata"
 NO_LEADER = -1
 
 RECORD_TYPES = frozenset({"register_broker", "fence_broker", "unfence_broker", "controlled_shutdown", "topic",
-                          "partition", "partition_change", "remove_topic", "config"})
+                          "partition", "partition_change", "remove_topic", "config", "feature_level"})
 
 
 def encode_batch(records: list[dict], timestamp_ms: int) -> bytes:

@@ -32,6 +32,7 @@ CLIENTS = "conformance/suites/test_clients.py"
 PRODUCE = "conformance/suites/test_produce.py"
 TOPICS = "conformance/suites/test_topics.py"
 TXN = "conformance/suites/test_transactions.py"
+ELR = "conformance/suites/test_elr.py"
 
 
 def run_suites(tmp_path: Path, paths: list[str], *extra: str, name: str = "results", target: str = "reference",
@@ -131,6 +132,11 @@ FAULTS = [
     ("replication.cap_start_at_log_end", ISR_HW, "behind_the_log_start", "ISR-REJOIN-BEHIND-LOG-START", set()),
     ("fetch.last_fetched_epoch_unchecked", ISR_HW, "last_fetched_epoch or hw_views", "FETCH-LAST-FETCHED-EPOCH",
      {"HW-CONSISTENT-VIEWS"}),
+    # elr (KIP-966): the replication rules on a fresh 3-broker reference cluster
+    ("elr.disabled", ELR, "joins_the_elr or pages", "ELR-SHRINK-BELOW-MIN-ISR", {"DTP-PAGINATION"}),
+    ("elr.no_election_from_elr", ELR, "clean_election", "ELR-CLEAN-ELECTION", set()),
+    ("describe_topic_partitions.no_limit", ELR, "pages or update_features", "DTP-PAGINATION", {"FEATURES-UPDATE"}),
+    ("features.downgrade_as_upgrade", ELR, "update_features or pages", "FEATURES-UPDATE", {"DTP-PAGINATION"}),
     # isr_hw: the HW as clients see it
     ("fetch.hw_off_by_one", ISR_HW, "hw_views or hw_never_decreases", "HW-CONSISTENT-VIEWS", {"HW-MONOTONIC"}),
     ("fetch.hw_is_read_end", ISR_HW, "hw_never_decreases or hw_views", "HW-MONOTONIC", {"HW-CONSISTENT-VIEWS"}),
@@ -349,6 +355,7 @@ def test_faults_table_is_the_rule_switch_matrix() -> None:
     from conformance.rules import RULES
     from conformance.suites import (  # noqa: F401  (declare)
         test_clients,
+        test_elr,
         test_fetch,
         test_isr_hw,
         test_offsets,
@@ -374,6 +381,15 @@ def test_isr_hw_suite_passes_on_the_reference_cluster(tmp_path: Path) -> None:
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "isr_hw"}
     assert declared == set(by_rule(doc)) and len(declared) == 18, declared
+
+
+def test_elr_suite_passes_on_the_reference_cluster(tmp_path: Path) -> None:
+    """Every ELR rule runs (none skipped: the replication checks get a fresh 3-broker cluster) and passes."""
+    doc = run_suites(tmp_path, [ELR], name="elr")
+    outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
+    assert all(o == "pass" for o, _ in outcomes.values()), outcomes
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "elr"}
+    assert declared == set(by_rule(doc)) and len(declared) == 4, declared
 
 
 def test_clients_suite_passes_against_reference(tmp_path: Path) -> None:
