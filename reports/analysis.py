@@ -19,6 +19,8 @@ from history.schema import key_of
 from .anomalies import RESTS_ON_ABSENCE, indeterminate
 from .checkers import ANOMALIES, acceptable, analyze
 from .linearizability import ILLEGAL, OK, UNKNOWN, check_operations
+from .metadata import TOPIC_METADATA, has_metadata
+from .metadata import check as check_metadata
 from .models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_operations
 
 TP, GROUP = "tp", "group"
@@ -279,6 +281,13 @@ def run_checks(h: History, budget_s: float = 10.0, workers: int = 1) -> tuple[An
         typed = h.typed_ops()
         lin = {model.name: check_operations(model, extract(typed, h.settings), budget_s=budget_s, workers=workers)
                for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations))}
+        if has_metadata(h.op_view()):
+            # the metadata workload's topics: its anomalies join the run's, its model is a third verdict
+            meta = check_metadata(h.op_view(), budget_s)
+            for a, cases in meta.anomalies.items():
+                res.anomalies[a] = res.anomalies.get(a, []) + cases
+            res.keys = [*res.keys, *(t for t in meta.topics if t not in res.keys)]
+            lin[TOPIC_METADATA.name] = meta.lin
     return res, lin
 
 
