@@ -313,6 +313,11 @@ FAULTS: dict[str, str] = {
                                   "it has no state (Kafka 4.4: OUT_OF_ORDER_SEQUENCE_NUMBER unless 0, "
                                   "ProducerAppendInfo.checkSequence with a TV2 verification entry) — breaks "
                                   "TXN-TV2-FIRST-SEQUENCE",
+    # chaos checkers (reports/metadata.py): the metadata workload's verdict must flip
+    "metadata.create_ack_uncommitted": "the controller answers CreateTopics NONE for every fourth new topic (by "
+                                       "name hash) without writing its records (Kafka: the answer waits for the "
+                                       "commit, QuorumController) — the metadata workload's lost-create and "
+                                       "topic-metadata linearizability",
     "txn.coordinator_epoch_unchecked": "a marker's coordinator epoch is not compared with the one of the producer's "
                                        "last marker (Kafka: TRANSACTION_COORDINATOR_FENCED when older, "
                                        "ProducerAppendInfo.checkCoordinatorEpoch), so a zombie coordinator's marker "
