@@ -93,6 +93,13 @@ async def served_apis(bootstrap: str, timeout_s: float = 10.0) -> dict[int, int]
         await cluster.close()
 
 
+def skipped_kinds(served: dict[int, int] | None) -> list[str]:
+    """The operation kinds the cluster cannot serve, each with why (recorded in the run header)."""
+    if served is not None and CREATE_PARTITIONS not in served:
+        return ["create_partitions: the cluster does not serve CreatePartitions (key 37)"]
+    return []
+
+
 class MetadataWorkload:
     """Runs the processes until `stop()`, then `final_read()`; records everything to `recorder`."""
 
@@ -112,10 +119,9 @@ class MetadataWorkload:
         self.deleted: set[str] = set()
         self.kinds = ["create_topic", "create_again", "create_partitions", "delete_topic", "elect_leaders",
                       "metadata"]
-        self.skipped: list[str] = []
-        if served is not None and CREATE_PARTITIONS not in served:
+        self.skipped = skipped_kinds(served)
+        if self.skipped:
             self.kinds.remove("create_partitions")
-            self.skipped.append("create_partitions: the cluster does not serve CreatePartitions (key 37)")
         self.counts = dict.fromkeys(self.kinds, 0)
 
     # -- lifecycle

@@ -615,7 +615,7 @@ def _execute_metadata(opts: RunOptions, run_id: str, target_name: str, bootstrap
     from history import Recorder
 
     from .kafka_meta import run_sync
-    from .metadata import MetadataSpec, MetadataWorkload, served_apis
+    from .metadata import MetadataSpec, MetadataWorkload, served_apis, skipped_kinds
 
     try:
         served = run_sync(lambda: served_apis(bootstrap))
@@ -633,10 +633,10 @@ def _execute_metadata(opts: RunOptions, run_id: str, target_name: str, bootstrap
                    for s in steps],
         "cluster": cluster_settings(opts) if target_name in TAKES_SETTINGS else {},
         "target_config": dict(opts.target_config)}
+    if skipped_kinds(served):
+        header_settings["skipped"] = skipped_kinds(served)
     recorder = Recorder(run_id, target=target_name, nemesis=nemesis_name, settings=header_settings, sink=str(path))
     workload = MetadataWorkload(spec, recorder, bootstrap, seed=opts.seed, served=served)
-    if workload.skipped:
-        header_settings["skipped"] = list(workload.skipped)
     ctx = Context(target=target, client=proxies, topology=topology) if topology else Context(target=target)
     runner = NemesisRunner(ctx, recorder, nemeses={**NEMESES, **LEADER_NEMESES})
     progress = Progress(workload, runner, opts.duration, opts.progress)
