@@ -125,7 +125,8 @@ def _run_spark(args: argparse.Namespace) -> int:
     res = run_from_args(args)
     if any(r["status"] == "invalid" for r in res.runs):
         return 1
-    unknown = any("unknown" in (r["lin_partition_log"], r["lin_committed_offsets"]) for r in res.runs)
+    unknown = any("unknown" in (r["lin_partition_log"], r["lin_committed_offsets"], r["lin_topic_metadata"])
+                  for r in res.runs)
     indeterminate = any(r["status"] == "indeterminate" for r in res.runs)
     return 2 if res.errors or unknown or indeterminate else 0
 
