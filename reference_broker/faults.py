@@ -318,6 +318,10 @@ FAULTS: dict[str, str] = {
                                        "name hash) without writing its records (Kafka: the answer waits for the "
                                        "commit, QuorumController) — the metadata workload's lost-create and "
                                        "topic-metadata linearizability",
+    "metadata.serve_stale_view": "every third Metadata request naming topics is answered as by an older image: "
+                                 "topics the broker already served are UNKNOWN_TOPIC_OR_PARTITION (Kafka: a KIP-631 "
+                                 "broker applies the committed log in order, its view never goes back) — the "
+                                 "metadata workload's stale-read",
     "txn.coordinator_epoch_unchecked": "a marker's coordinator epoch is not compared with the one of the producer's "
                                        "last marker (Kafka: TRANSACTION_COORDINATOR_FENCED when older, "
                                        "ProducerAppendInfo.checkCoordinatorEpoch), so a zombie coordinator's marker "

@@ -1,7 +1,7 @@
 """`chaos run --workload metadata` on the reference cluster: a short fault-free run is VALID with its operations
-recorded in the one history format and the topic-metadata model checked; with the fault switch
-metadata.create_ack_uncommitted (the controller acknowledges creates it never writes) the verdict flips to lost
-creates and an illegal topic-metadata history. Longer runs under the controller nemeses: KCT_SLOW."""
+recorded in the one history format and the topic-metadata model checked; with the fault switches (KCT_SLOW)
+metadata.create_ack_uncommitted (the controller acknowledges creates it never writes: lost-create, an illegal
+topic-metadata history) and metadata.serve_stale_view (a broker's view goes back: stale-read) the verdict flips. Longer runs under the controller nemeses: KCT_SLOW."""
 
 from __future__ import annotations
 
@@ -47,14 +47,19 @@ def test_short_fault_free_run_is_valid_and_recorded(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("KCT_SLOW"), reason="a second cluster: set KCT_SLOW=1")
-def test_acknowledged_but_unwritten_creates_flip_the_verdict(tmp_path: Path) -> None:
-    res = run(_opts(tmp_path, target_config={"faults": "metadata.create_ack_uncommitted"}))
+@pytest.mark.parametrize("switch,anomaly,first", [
+    ("metadata.create_ack_uncommitted", "lost-create", "create_topic"),   # acknowledged, never written
+    ("metadata.serve_stale_view", "stale-read", "metadata"),              # a broker's view went back
+])
+def test_fault_switches_flip_the_verdict(tmp_path: Path, switch: str, anomaly: str, first: str) -> None:
+    res = run(_opts(tmp_path, target_config={"faults": switch}))
     assert res.exit_code == EXIT_ANOMALIES, res.message
     v = res.verdict
-    assert v["anomalies"]["counts"].get("lost-create", 0) >= 1
-    assert v["linearizability"]["topic-metadata"]["verdict"] == "illegal"
-    case = v["anomalies"]["cases"]["lost-create"][0]
-    assert [op["f"] for op in case["ops"]] == ["create_topic", "metadata"]
+    assert v["anomalies"]["counts"].get(anomaly, 0) >= 1 and anomaly in v["anomalies"]["bad"]
+    case = v["anomalies"]["cases"][anomaly][0]
+    assert [op["f"] for op in case["ops"]] == [first, "metadata"]
+    if anomaly == "lost-create":
+        assert v["linearizability"]["topic-metadata"]["verdict"] == "illegal"
     assert json.loads((tmp_path / f"{res.run_id}.result.json").read_text())["exit_code"] == EXIT_ANOMALIES
 
 
