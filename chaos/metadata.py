@@ -103,6 +103,8 @@ def skipped_kinds(served: dict[int, int] | None) -> list[str]:
 class MetadataWorkload:
     """Runs the processes until `stop()`, then `final_read()`; records everything to `recorder`."""
 
+    unit = "requests"   # what the progress line counts
+
     def __init__(self, spec: MetadataSpec, recorder: Any, bootstrap: str, seed: int = 0,
                  served: dict[int, int] | None = None) -> None:
         self.spec = spec

@@ -301,7 +301,7 @@ class Progress:
         rate = (done - self._last[1]) / max(now - self._last[0], 1e-6)
         self._last = (now, done)
         faults = ", ".join(f"{f.kind}{_brief(f.params)}" for _, f in list(self.r.active)) or "none"
-        what = "txns" if isinstance(self.w, TxnWorkload) else "sends"
+        what = "txns" if isinstance(self.w, TxnWorkload) else getattr(self.w, "unit", "sends")
         return (f"[{now:5.1f}/{self.total:.0f}s] {what} {done} ({rate:.0f}/s) ok {s.ok} fail {s.fail} "
                 f"info {s.info} | faults: {faults}")
 
