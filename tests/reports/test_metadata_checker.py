@@ -185,3 +185,21 @@ def test_reports_check_cli_on_a_file(tmp_path: Path) -> None:
     out = json.loads(p.stdout)[0]
     assert out["anomalies"]["counts"] == {"lost-create": 1}
     assert out["linearizability"]["topic-metadata"]["verdict"] == "illegal"
+
+
+def test_the_history_format_validates_metadata_values(tmp_path: Path) -> None:
+    """The one reader checks the new operations' values (history.schema.check_metadata): a Metadata ok without
+    the broker that answered, or a create without its partition count, is refused with the line."""
+    import pytest
+
+    from history.schema import HistoryError
+
+    good = _ops([*_create(0, "a", 2), *_read(1, 1, {"a": 2})])
+    for bad_value, f in (({"topics": {"a": 2}}, "metadata"), ({"topic": "a"}, "create_topic")):
+        ops = [dict(op) for op in good]
+        i = next(j for j, op in enumerate(ops) if op["f"] == f and op["type"] == "ok")
+        ops[i]["value"] = bad_value
+        path = tmp_path / f"{f}.jsonl"
+        write_jsonl(History("m", ops), str(path))
+        with pytest.raises(HistoryError, match=f):
+            read(str(path))
