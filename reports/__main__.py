@@ -85,7 +85,7 @@ def _run_check(args: argparse.Namespace) -> int:
                     if card:
                         print(f"    {card}")
                         continue
-                    brief = {k: v for k, v in case.items() if k in ("key", "value", "values", "offset", "offsets",
+                    brief = {k: v for k, v in case.items() if k in ("key", "why", "value", "values", "offset", "offsets",
                                                                     "delta", "skipped", "index")}
                     print(f"    {json.dumps(brief, default=str)}")
             for m, v in r["linearizability"].items():
