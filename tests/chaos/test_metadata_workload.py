@@ -71,3 +71,21 @@ def test_sixty_seconds_of_controller_faults_lose_no_metadata(tmp_path: Path, nem
     phantom metadata."""
     res = run(_opts(tmp_path, nemeses=(nemesis,), duration=60, rate=10, seed=7))
     assert res.exit_code == EXIT_VALID, (res.message, res.verdict)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("KCT_SLOW"), reason="Apache Kafka, 3 KRaft nodes: set KCT_SLOW=1")
+@pytest.mark.timeout(400)
+def test_kafka_controller_failover_loses_no_metadata(tmp_path: Path) -> None:
+    """Apache Kafka 4.4.0, 3 combined nodes: kill, pause and isolate the ACTIVE controller (found through
+    DescribeQuorum when each fault starts) while topics are created, grown, deleted and read: VALID, CreatePartitions
+    served (so recorded), the topic-metadata history linearizable."""
+    res = run(_opts(tmp_path, target="kafka", nemeses=("kill-controller", "pause-controller", "isolate-controller"),
+                    duration=36, interval=9, fault_duration=4, seed=6))
+    assert res.exit_code == EXIT_VALID, (res.message, res.verdict)
+    assert res.verdict["linearizability"]["topic-metadata"]["verdict"] == "ok"
+    h = read(str(res.history))[0]
+    assert "create_partitions" in {op["f"] for op in h.ops} and not h.settings.get("skipped")
+    started = [op["value"] for op in h.ops if op["f"] == "nemesis" and op["type"] == "info"
+               and op["value"].get("phase") == "start"]
+    assert started and all(v.get("ok") and v["controller_id"] in (0, 1, 2) for v in started), started
