@@ -25,7 +25,13 @@ A nemesis `a+b+c` is one cell whose run draws its faults from all three (chaos r
 `--workload txn` runs the transactional workload (chaos/txn.py: transactions of 1-4 sends, some aborted on purpose,
 read_committed consumers, consume-transform-produce) in every cell, expected VALID (no lost or duplicated committed
 write, no aborted or uncommitted read, no torn transaction); its `--rate` counts transactions (default 20). The lossy
-schedule is a queue-workload cell only.
+schedule is a queue-workload cell only. `--workload metadata` (chaos/metadata.py: topics created, deleted and grown,
+preferred elections, Metadata from every broker; the reference client stack) is expected VALID too: no lost create,
+phantom, shrunk partition count or stale broker view, the controller's answers linearizable per topic
+(reports/metadata.py); its `--rate` counts admin requests (default 10).
+
+    .venv/bin/python benchmarks/chaos_matrix.py --workload metadata --targets reference,kafka --seeds 1 \\
+        --nemeses none,kill-controller,pause-controller,isolate-controller --out out/metadata-matrix
 """
 
 from __future__ import annotations
@@ -104,7 +110,8 @@ def cells(args: argparse.Namespace) -> list[Cell]:
     out = []
     for target in args.targets:
         for nemesis in args.nemeses:
-            for client in args.clients:
+            # the metadata workload speaks the protocol through the reference's client stack only
+            for client in ("reference",) if args.workload == "metadata" else args.clients:
                 for seed in range(args.seeds):
                     out.append(Cell(target, nemesis, client, seed, "valid", skip_reason(target, nemesis),
                                     workload=args.workload))
@@ -120,9 +127,9 @@ def options(cell: Cell, args: argparse.Namespace) -> RunOptions:
     config = {**TARGET_CONFIG.get(cell.target, {}), **(LOSSY_CONFIG.get(cell.target, {}) if lossy else {})}
     return RunOptions(
         out=args.out / "histories", seed=cell.seed, duration=max(args.duration, 30.0) if lossy else args.duration,
-        rate=args.rate if args.rate is not None else (20.0 if cell.workload == "txn" else 100.0),
+        rate=args.rate if args.rate is not None else {"txn": 20.0, "metadata": 10.0}.get(cell.workload, 100.0),
         workload=cell.workload, schedule="lossy" if lossy else "random",
-        nemeses=() if lossy else tuple(cell.nemesis.split("+")),
+        nemeses=() if lossy else tuple(n for n in cell.nemesis.split("+") if n != "none"),
         interval=args.interval, fault_duration=args.fault_duration, client=cell.client,
         partitions=1 if lossy else 2, consumers=0 if lossy else 2,
         cluster_settings=dict(UNSAFE) if lossy else {}, target=cell.target, target_config=config,
@@ -371,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fault-duration", type=parse_duration, default=5.0)
     ap.add_argument("--rate", type=float, default=None,
                     help="sends per second (queue, default 100) or transactions per second (txn, default 20)")
-    ap.add_argument("--workload", choices=("queue", "txn"), default="queue",
-                    help="the workload of every cell (txn: no lossy cells)")
+    ap.add_argument("--workload", choices=("queue", "txn", "metadata"), default="queue",
+                    help="the workload of every cell (txn, metadata: no lossy cells; metadata: --client reference)")
     ap.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=True,
                     help="add the lossy schedule (unclean election on, min.insync.replicas=1) per target and client")
     ap.add_argument("--out", type=Path, default=Path("out/matrix"))

@@ -4,6 +4,8 @@ examples:
   python -m chaos run --workload queue --nemesis kill,pause --duration 60s --rate 200 --seed 7 --out out/chaos
   python -m chaos run --workload txn --target kafka --client confluent --nemesis kill,pause,partition \
       --duration 60s --rate 20 --out out/txn      # transactions, read_committed, consume-transform-produce
+  python -m chaos run --workload metadata --client reference --target kafka --nemesis kill-controller \
+      --duration 60s --out out/meta      # topics created, deleted, grown; leaders elected; Metadata from every broker
   python -m chaos run --schedule lossy --cluster-config min.insync.replicas=1 \
       --cluster-config unclean.leader.election.enable=true --duration 30s --out out/lossy
   python -m chaos run --bootstrap 127.0.0.1:9092 --control /tmp/c/control.sock --nemesis kill --out out/live
@@ -77,7 +79,8 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         opts = RunOptions(
-            out=Path(args.out), duration=parse_duration(args.duration), rate=args.rate, seed=args.seed,
+            out=Path(args.out), duration=parse_duration(args.duration),
+            rate=args.rate if args.rate is not None else (10.0 if args.workload == "metadata" else 200.0), seed=args.seed,
             nemeses=tuple(n for n in args.nemesis.split(",") if n and n != "none"), schedule=args.schedule,
             interval=parse_duration(args.interval), fault_duration=parse_duration(args.fault_duration),
             workload=args.workload, client=args.client, acks=-1 if args.acks == "all" else int(args.acks),
@@ -165,10 +168,12 @@ def _print_commands(opts: Any) -> None:
 def _add_run(sub: Any) -> None:
     r = sub.add_parser("run", help="run a workload under a nemesis and check the history",
                        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__)
-    r.add_argument("--workload", default="queue", choices=("queue", "txn"),
+    r.add_argument("--workload", default="queue", choices=("queue", "txn", "metadata"),
                    help="queue (sends and polls) or txn (transactions of 1-4 sends, some aborted on purpose; "
                         "read_committed consumers; consume-transform-produce with offsets in the transaction: "
-                        "--client reference, confluent or java; --rate counts transactions)")
+                        "--client reference, confluent or java; --rate counts transactions) or metadata (create, "
+                        "delete, grow topics, elect leaders, read Metadata from every broker: --client reference; "
+                        "--rate counts admin requests, default 10; producers + consumers - 1 workers)")
     r.add_argument("--nemesis", default="kill,pause",
                    help="comma-separated faults: kill, pause, restart, partition, latency, kafka-error, "
                         "isolate-leader, isolate-controller, kill-controller, pause-controller, majority-minority, "
@@ -182,7 +187,8 @@ def _add_run(sub: Any) -> None:
     r.add_argument("--duration", default="60s", help="workload duration (60s, 2m, ...)")
     r.add_argument("--interval", default="10s", help="time between fault starts")
     r.add_argument("--fault-duration", default="5s", help="how long each fault lasts")
-    r.add_argument("--rate", type=float, default=200.0, help="sends per second over all producers")
+    r.add_argument("--rate", type=float, default=None,
+                   help="sends per second over all producers (default 200; metadata: requests per second, 10)")
     r.add_argument("--seed", type=int, default=0, help="seed: the same seed replays the same fault schedule")
     r.add_argument("--out", default="out/chaos", help="directory for the history, verdict and HTML page")
     r.add_argument("--run-id", default=None)

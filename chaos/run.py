@@ -39,6 +39,8 @@ from .txn import TxnSpec, TxnWorkload, await_stable
 from .txn_clients import TXN_CLIENTS
 
 EXIT_VALID, EXIT_ANOMALIES, EXIT_NOT_RUN = 0, 1, 2
+WORKLOADS = ("queue", "txn", "metadata")
+METADATA_CLIENTS = ("reference",)
 PROCESS_FAULTS = {"kill", "pause", "restart", "stall-followers", "kill-leader", "kill-follower", "kill-controller",
                   "pause-controller", "kill-storage", "pause-storage"}
 # faults that act on proxies (the cluster a run starts is then proxied)
@@ -299,7 +301,7 @@ class Progress:
         rate = (done - self._last[1]) / max(now - self._last[0], 1e-6)
         self._last = (now, done)
         faults = ", ".join(f"{f.kind}{_brief(f.params)}" for _, f in list(self.r.active)) or "none"
-        what = "txns" if isinstance(self.w, TxnWorkload) else "sends"
+        what = "txns" if isinstance(self.w, TxnWorkload) else getattr(self.w, "unit", "sends")
         return (f"[{now:5.1f}/{self.total:.0f}s] {what} {done} ({rate:.0f}/s) ok {s.ok} fail {s.fail} "
                 f"info {s.info} | faults: {faults}")
 
@@ -377,8 +379,11 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     """Execute one run (see the module docstring); never leaves a fault or a process behind."""
     run_id = opts.run_id or f"chaos-{opts.seed}-{uuid.uuid4().hex[:6]}"
     opts.run_id = run_id                 # the live-cluster topic name and the schedule's leader faults use it
-    if opts.workload not in ("queue", "txn"):
-        raise RunError(f"unknown workload {opts.workload!r}; known: queue, txn")
+    if opts.workload not in WORKLOADS:
+        raise RunError(f"unknown workload {opts.workload!r}; known: {', '.join(WORKLOADS)}")
+    if opts.workload == "metadata" and opts.client not in METADATA_CLIENTS:
+        raise RunError(f"--workload metadata speaks the protocol through the reference's client stack: --client "
+                       f"reference (not {opts.client})")
     if opts.workload == "txn" and opts.client not in TXN_CLIENTS:
         raise RunError(f"--workload txn needs a client stack that does transactions: {', '.join(TXN_CLIENTS)} "
                        f"(not {opts.client})")
@@ -484,6 +489,9 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     from history import Recorder
 
     replication = min(3, len(target.broker_ids) if target is not None else _live_brokers(bootstrap))
+    if opts.workload == "metadata":
+        return _execute_metadata(opts, run_id, target_name, bootstrap, target, proxies, topology, steps, on_started,
+                                 replication)
     topic = workload_topic(opts)
     txn = opts.workload == "txn"
     for t in ([topic, f"{topic}-out"] if txn else [topic]):
@@ -595,6 +603,90 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     (opts.out / f"{run_id}.result.json").write_text(json.dumps(
         {"run_id": run_id, "exit_code": result.exit_code, "final": result.final, "recovery": result.recovery,
          "stats": result.stats, "stable": result.stable,
+         "verdict": result.verdict, "message": result.message}, indent=1, default=str))
+    return result
+
+
+def _execute_metadata(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, target: Any, proxies: Any,
+                      topology: Any, steps: list[Step], on_started: Callable[[dict[str, Any]], None] | None,
+                      replication: int) -> RunResult:
+    """The metadata workload's run (chaos/metadata.py): the same nemesis and verdict as the queue's; its liveness
+    check is that every broker's view converges after the faults (the final read), not an ISR."""
+    from history import Recorder
+
+    from .kafka_meta import run_sync
+    from .metadata import MetadataSpec, MetadataWorkload, served_apis, skipped_kinds
+
+    try:
+        served = run_sync(lambda: served_apis(bootstrap))
+    except Exception as e:  # noqa: BLE001 - a cluster that answers no ApiVersions cannot run the workload
+        raise RunError(f"ApiVersions of {bootstrap}: {type(e).__name__}: {e}") from None
+    spec = MetadataSpec(workers=opts.producers + opts.consumers - 1 if opts.producers + opts.consumers > 1 else 1,
+                        rate=opts.rate, replication=replication)
+    nemesis_name = opts.schedule if opts.schedule != "random" else ",".join(opts.nemeses) or "none"
+    path = opts.out / f"{run_id}.jsonl"
+    header_settings: dict[str, Any] = {
+        "workload": "metadata", "client": "reference", "seed": opts.seed, "duration_s": opts.duration,
+        "rate": spec.rate, "workers": spec.workers, "replication": replication,
+        "max_partitions": spec.max_partitions, "schedule": opts.schedule,
+        "faults": [{"id": s.id, "at": s.at, "duration": s.duration, "kind": s.kind, "params": s.params}
+                   for s in steps],
+        "cluster": cluster_settings(opts) if target_name in TAKES_SETTINGS else {},
+        "target_config": dict(opts.target_config)}
+    if skipped_kinds(served):
+        header_settings["skipped"] = skipped_kinds(served)
+    recorder = Recorder(run_id, target=target_name, nemesis=nemesis_name, settings=header_settings, sink=str(path))
+    workload = MetadataWorkload(spec, recorder, bootstrap, seed=opts.seed, served=served)
+    ctx = Context(target=target, client=proxies, topology=topology) if topology else Context(target=target)
+    runner = NemesisRunner(ctx, recorder, nemeses={**NEMESES, **LEADER_NEMESES})
+    progress = Progress(workload, runner, opts.duration, opts.progress)
+    result = RunResult(EXIT_NOT_RUN, run_id, history=path)
+    if on_started:
+        on_started({"run_id": run_id, "bootstrap": bootstrap, "history": str(path)})
+    interrupted = False
+    t0 = time.monotonic()
+    workload.start()
+    progress.start()
+    try:
+        runner.run(steps)
+        while (left := opts.duration - (time.monotonic() - t0)) > 0:
+            time.sleep(min(left, 0.2))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        runner.undo_all()
+        progress.stop()
+        workload.stop()
+    if interrupted:
+        recorder.close()
+        result.message = "interrupted: every fault was undone; the partial history is kept"
+        return result
+    _say(opts, "final read: every topic from every broker, until they agree ...")
+    result.final = workload.final_read(spec.workers)
+    recorder.close()
+    s = workload.stats
+    failed_faults = [op["value"] for op in recorder.history.ops
+                     if op["f"] == "nemesis" and op["type"] == "info" and "error" in op["value"]]
+    result.stats = {"ok": s.ok, "fail": s.fail, "info": s.info, "wall_s": round(time.monotonic() - t0, 1),
+                    "faults": len(steps), "faults_failed": len(failed_faults), "errors": workload.errors,
+                    "ops": dict(workload.counts), "topics": len(workload.names)}
+    if workload.skipped:
+        result.stats["skipped"] = workload.skipped
+    if failed_faults:
+        result.message = "some faults failed to apply: " + "; ".join(
+            f"{v.get('fault')} #{v.get('id')} {v.get('phase')}: {v['error']}" for v in failed_faults[:3])
+    result.verdict, result.exit_code = check_history(path, opts.check_budget)
+    if not result.final.get("converged") and result.exit_code == EXIT_VALID:
+        # Liveness: with every fault healed, every broker applies the committed metadata log.
+        result.exit_code = EXIT_ANOMALIES
+        result.message = f"brokers' metadata did not converge after the faults: {result.final} {result.message}"
+    if s.ok == 0 and result.exit_code == EXIT_VALID:
+        result.exit_code = EXIT_NOT_RUN
+        result.message = f"no admin request acknowledged in the whole run (errors: {workload.errors[:3]})"
+    if opts.html:
+        result.html = write_run_page(path, opts.out / f"{run_id}.html", result.verdict)
+    (opts.out / f"{run_id}.result.json").write_text(json.dumps(
+        {"run_id": run_id, "exit_code": result.exit_code, "final": result.final, "stats": result.stats,
          "verdict": result.verdict, "message": result.message}, indent=1, default=str))
     return result
 

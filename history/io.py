@@ -33,7 +33,16 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
     from json import loads as _loads
 
 from .columns import _OFFSET, _PARTITION, _TOPIC, _VALUE, RecordColumns, _offset_or_none
-from .schema import COMPLETIONS, NEMESIS_PROCESS, TYPES, HistoryError, dumps, validate_header, validate_op
+from .schema import (
+    COMPLETIONS,
+    METADATA_FS,
+    NEMESIS_PROCESS,
+    TYPES,
+    HistoryError,
+    dumps,
+    validate_header,
+    validate_op,
+)
 from .typed import Op, read_typed, to_typed
 
 # orjson reads an integer beyond 64 bits as a float (10**40 and 10**40 + 1 become the same value, a false
@@ -577,6 +586,8 @@ def _plain_run(ops: list, rb: _RunBuilder, keys: tuple[str, ...]) -> None:
             if gather and typ != "invoke":
                 events((pos, p, f, None))
         elif f == "txn":  # its micro-operations are checked on the exact path (history.schema.check_txn)
+            raise _Doubt
+        elif f in METADATA_FS:  # checked on the exact path too (history.schema.check_metadata)
             raise _Doubt
         elif _type(f) is not _str or not f:
             raise _Doubt

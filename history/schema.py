@@ -67,6 +67,21 @@ One operation per JSON line (one Parquet row with the same columns, ``value`` st
                 the next InitProducerId); a consume-transform-produce transaction that read nothing is ``fail``
                 with ``abort: true`` and an empty poll. ``info``, or an invoke never completed = unknown:
                 neither committed nor aborted.
+  Metadata operations (``chaos run --workload metadata``; checked by ``reports.metadata``), one per admin
+  request, sent at protocol level so every answer is recorded. ``node`` is the broker the request went to;
+  ``code`` the Kafka error code of a ``fail`` (a definite answer: nothing changed) or ``info``:
+
+  ``create_topic``       invoke ``{topic, partitions, replication}``; ok as invoke; ``fail`` with ``code``
+                         TOPIC_ALREADY_EXISTS is an observation (the topic exists after the request).
+  ``delete_topic``       invoke ``{topic}``; ``fail`` with UNKNOWN_TOPIC_OR_PARTITION observes it absent.
+  ``create_partitions``  invoke ``{topic, count}`` (the new total); ``fail`` with INVALID_PARTITIONS observes at
+                         least ``count`` partitions, with UNKNOWN_TOPIC_OR_PARTITION the topic absent.
+  ``elect_leaders``      invoke ``{topic, partition}`` (preferred election); ok (NONE or ELECTION_NOT_NEEDED,
+                         ``code`` says which) and ``fail`` PREFERRED_LEADER_NOT_AVAILABLE observe the partition;
+                         ``fail`` UNKNOWN_TOPIC_OR_PARTITION observes it missing.
+  ``metadata``           invoke ``{topics: [...], node}``; ok ``{node, topics: {name: partition count or null
+                         (absent)}, leaders: {name: [leader per partition]}}``; ``final: true`` on the reads
+                         after every fault was healed. A read changes nothing: its errors are ``fail``.
   ``list_offsets``, ``nemesis``, ``crash`` (a client was torn down and replaced; its consumer position is gone),
   and others: recorded, ignored by the analyses below unless they say otherwise.
 
@@ -141,6 +156,9 @@ COMPLETIONS = frozenset(("ok", "fail", "info"))
 KNOWN_FS = frozenset(
     ("send", "poll", "assign", "subscribe", "commit", "fetch_offsets", "list_offsets", "nemesis", "crash", "txn")
 )
+# The metadata workload's operations (validated here; not in KNOWN_FS, so the typed fast path leaves their runs to
+# the generic reader, which keeps every field of their values).
+METADATA_FS = frozenset(("create_topic", "delete_topic", "create_partitions", "elect_leaders", "metadata"))
 NEMESIS_PROCESS = -1
 
 # Column order for Parquet and for the Spark job's tables.
@@ -230,6 +248,8 @@ def validate_value(f: str, typ: str, value: Any) -> None:
                 check_positions(value["positions"])
     elif f == "txn":
         check_txn(typ, value)
+    elif f in METADATA_FS:
+        check_metadata(f, typ, value)
     elif f == "assign":
         _need(isinstance(value, dict) and isinstance(value.get("partitions"), list), "assign needs partitions")
         for k in value["partitions"]:
@@ -288,6 +308,28 @@ def check_txn(typ: str, value: Any) -> None:
         for k, n in o["offsets"].items():
             if "/" not in k or not _is_int(n):
                 raise HistoryError("txn offsets map 'topic/partition' to int")
+
+
+def check_metadata(f: str, typ: str, value: Any) -> None:
+    """A metadata operation's value (see the ``create_topic`` ... ``metadata`` entries above)."""
+    _need(isinstance(value, dict), f"{f} value must be an object")
+    if f == "metadata":
+        _need(isinstance(value.get("topics"), (list, dict)), "metadata needs topics")
+        if typ == "ok":
+            _need(_is_int(value.get("node")) and isinstance(value["topics"], dict),
+                  "metadata ok needs node and topics {name: count or null}")
+            for n in value["topics"].values():
+                _need(n is None or (_is_int(n) and n >= 0), "metadata topics map a name to a count or null")
+        return
+    _need(isinstance(value.get("topic"), str), f"{f} needs a string topic")
+    if f == "create_topic":
+        _need(_is_int(value.get("partitions")), "create_topic needs partitions")
+    elif f == "create_partitions":
+        _need(_is_int(value.get("count")), "create_partitions needs count")
+    elif f == "elect_leaders":
+        _need(_is_int(value.get("partition")), "elect_leaders needs partition")
+    if typ in ("fail", "info") and "code" in value:
+        _need(_is_int(value["code"]), f"{f} code must be an integer")
 
 
 def check_positions(positions: Any) -> None:

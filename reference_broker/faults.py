@@ -339,6 +339,15 @@ FAULTS: dict[str, str] = {
                                   "it has no state (Kafka 4.4: OUT_OF_ORDER_SEQUENCE_NUMBER unless 0, "
                                   "ProducerAppendInfo.checkSequence with a TV2 verification entry) — breaks "
                                   "TXN-TV2-FIRST-SEQUENCE",
+    # chaos checkers (reports/metadata.py): the metadata workload's verdict must flip
+    "metadata.create_ack_uncommitted": "the controller answers CreateTopics NONE for every fourth new topic (by "
+                                       "name hash) without writing its records (Kafka: the answer waits for the "
+                                       "commit, QuorumController) — the metadata workload's lost-create and "
+                                       "topic-metadata linearizability",
+    "metadata.serve_stale_view": "every third Metadata request naming topics is answered as by an older image: "
+                                 "topics the broker already served are UNKNOWN_TOPIC_OR_PARTITION (Kafka: a KIP-631 "
+                                 "broker applies the committed log in order, its view never goes back) — the "
+                                 "metadata workload's stale-read",
     "txn.coordinator_epoch_unchecked": "a marker's coordinator epoch is not compared with the one of the producer's "
                                        "last marker (Kafka: TRANSACTION_COORDINATOR_FENCED when older, "
                                        "ProducerAppendInfo.checkCoordinatorEpoch), so a zombie coordinator's marker "

@@ -85,7 +85,7 @@ def _run_check(args: argparse.Namespace) -> int:
                     if card:
                         print(f"    {card}")
                         continue
-                    brief = {k: v for k, v in case.items() if k in ("key", "value", "values", "offset", "offsets",
+                    brief = {k: v for k, v in case.items() if k in ("key", "why", "value", "values", "offset", "offsets",
                                                                     "delta", "skipped", "index")}
                     print(f"    {json.dumps(brief, default=str)}")
             for m, v in r["linearizability"].items():
@@ -125,7 +125,8 @@ def _run_spark(args: argparse.Namespace) -> int:
     res = run_from_args(args)
     if any(r["status"] == "invalid" for r in res.runs):
         return 1
-    unknown = any("unknown" in (r["lin_partition_log"], r["lin_committed_offsets"]) for r in res.runs)
+    unknown = any("unknown" in (r["lin_partition_log"], r["lin_committed_offsets"], r["lin_topic_metadata"])
+                  for r in res.runs)
     indeterminate = any(r["status"] == "indeterminate" for r in res.runs)
     return 2 if res.errors or unknown or indeterminate else 0
 

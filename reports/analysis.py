@@ -19,9 +19,11 @@ from history.schema import key_of
 from .anomalies import RESTS_ON_ABSENCE, indeterminate
 from .checkers import ANOMALIES, acceptable, analyze
 from .linearizability import ILLEGAL, OK, UNKNOWN, check_operations
+from .metadata import TOPIC_METADATA, has_metadata
+from .metadata import check as check_metadata
 from .models import COMMITTED_OFFSETS, PARTITION_LOG, log_operations, offset_operations
 
-TP, GROUP = "tp", "group"
+TP, GROUP, TOPIC = "tp", "group", "topic"   # TOPIC: a topic of the metadata workload (reports.metadata)
 LIN_MODELS = ("partition-log", "committed-offsets")
 _BROADCAST = frozenset(("assign", "subscribe", "crash"))
 _INDEX = itemgetter("index")
@@ -192,6 +194,9 @@ def part_verdicts(h: History, budget_s: float = 10.0, max_cases: int = 8) -> lis
         g, k = p.key
         out.append(PartVerdict(GROUP, f"{g}|{k}", p.ops, lin_model=COMMITTED_OFFSETS.name, lin_verdict=p.verdict,
                                lin_elapsed_s=p.elapsed_s, counterexample=p.counterexample))
+    for p in lin[TOPIC_METADATA.name].parts if TOPIC_METADATA.name in lin else ():
+        out.append(PartVerdict(TOPIC, str(p.key), p.ops, lin_model=TOPIC_METADATA.name, lin_verdict=p.verdict,
+                               lin_elapsed_s=p.elapsed_s, counterexample=p.counterexample))
     return out
 
 
@@ -260,7 +265,7 @@ def run_verdict(h: History, parts: Iterable[PartVerdict], n_ops: int | None = No
         for a, n in p.anomaly_counts.items():
             counts[a] = counts.get(a, 0) + n
         if p.lin_model:
-            lin[p.lin_model].append(p.lin_verdict)
+            lin.setdefault(p.lin_model, []).append(p.lin_verdict)  # (topic-metadata: only runs that have it)
     return verdict_of(h, counts, {m: combine_lin(v) for m, v in lin.items()},
                       len(h.op_view()) if n_ops is None else n_ops)
 
@@ -279,6 +284,13 @@ def run_checks(h: History, budget_s: float = 10.0, workers: int = 1) -> tuple[An
         typed = h.typed_ops()
         lin = {model.name: check_operations(model, extract(typed, h.settings), budget_s=budget_s, workers=workers)
                for model, extract in ((PARTITION_LOG, log_operations), (COMMITTED_OFFSETS, offset_operations))}
+        if has_metadata(h.op_view()):
+            # the metadata workload's topics: its anomalies join the run's, its model is a third verdict
+            meta = check_metadata(h.op_view(), budget_s)
+            for a, cases in meta.anomalies.items():
+                res.anomalies[a] = res.anomalies.get(a, []) + cases
+            res.keys = [*res.keys, *(t for t in meta.topics if t not in res.keys)]
+            lin[TOPIC_METADATA.name] = meta.lin
     return res, lin
 
 

@@ -30,6 +30,12 @@ ANOMALIES = (
     "torn",
     "G1c",
     "G0",
+    # metadata (reports.metadata)
+    "lost-create",
+    "phantom",
+    "partitions-shrunk",
+    "stale-read",
+    "lagging-read",
 )
 
 # anomaly -> (predicate over the run's settings, why it is acceptable then). The only place this is decided.
@@ -47,6 +53,10 @@ ACCEPTABLE: dict[str, tuple[Callable[[dict], bool], str]] = {
     # Conformance suites read only what each check needs and delete records on purpose (DeleteRecords, resets to
     # latest); their headers say partial_reads. "Never read" then proves nothing about loss, so both are allowed.
     "lost-write": (lambda s: bool(s.get("partial_reads")), "partial_reads: checks read selectively, delete records"),
+    # Brokers apply the committed metadata log asynchronously; a broker cut off from the controller serves its last
+    # image (Kafka's Admin.createTopics javadoc: "It may take several seconds ... for all the brokers to become
+    # aware"). A read from a broker that has not caught up yet is normal (reports.metadata).
+    "lagging-read": (lambda s: True, "brokers apply the metadata log asynchronously"),
     "unseen": (lambda s: bool(s.get("partial_reads")), "partial_reads: checks read selectively, delete records"),
 }
 
@@ -61,6 +71,10 @@ RESTS_ON_ABSENCE: dict[str, str] = {
     "unseen": "a poll that read the value may be on a skipped line",
     "poll-skip": "a skipped poll may have read the offsets in between, or a skipped assign moved the position",
     "nonmonotonic-poll": "a skipped assign, seek or crash may have reset the consumer's position",
+    "lost-create": "a delete of the topic may be on a skipped line",
+    "stale-read": "a delete of the topic may be on a skipped line",
+    "phantom": "a create of the topic may be on a skipped line",
+    "partitions-shrunk": "a delete of the topic may be on a skipped line",
 }
 
 

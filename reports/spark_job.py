@@ -165,7 +165,8 @@ class JobResult:
                 r["run_id"], r["target"], r["nemesis"], r["ops"],
                 {a: n for a, n in sorted((r["anomaly_counts"] or {}).items()) if n},
                 sorted(r["bad"] or []),
-                {"partition-log": r["lin_partition_log"], "committed-offsets": r["lin_committed_offsets"]},
+                {"partition-log": r["lin_partition_log"], "committed-offsets": r["lin_committed_offsets"],
+                 **({"topic-metadata": r["lin_topic_metadata"]} if r["has_topic_metadata"] else {})},
                 sorted(r["indeterminate"] or []), list(r["skipped_at"] or []),
             )
         return out
@@ -375,6 +376,9 @@ def run_job(
                     "indeterminate", F.array().cast("array<string>")))))).alias("indeterminate"),
                 lin_of("partition-log").alias("lin_partition_log"),
                 lin_of("committed-offsets").alias("lin_committed_offsets"),
+                lin_of("topic-metadata").alias("lin_topic_metadata"),  # the metadata workload (reports.metadata)
+                F.coalesce(F.max((F.col("lin_model") == "topic-metadata").cast("int")), F.lit(0))
+                .cast("boolean").alias("has_topic_metadata"),
                 F.sum(F.coalesce(F.col("lin_elapsed_s"), F.lit(0.0))).alias("lin_elapsed_s"),
             )
         )
@@ -383,7 +387,8 @@ def run_job(
         per_run_counts = summed.groupBy("run_id").agg(
             F.map_from_entries(F.collect_list(F.struct("anomaly", "cases"))).alias("anomaly_counts"))
         proven_illegal = (F.col("skipped_lines") == 0) & (
-            (F.col("lin_partition_log") == "illegal") | (F.col("lin_committed_offsets") == "illegal"))
+            (F.col("lin_partition_log") == "illegal") | (F.col("lin_committed_offsets") == "illegal")
+            | (F.col("lin_topic_metadata") == "illegal"))
         runs = runs.join(per_run_counts, "run_id", "left").withColumn(
             "status", F.when((F.size("bad") > 0) | proven_illegal, F.lit("invalid"))
             .when(F.size("indeterminate") > 0, F.lit("indeterminate")).otherwise(F.lit("valid")),

@@ -46,6 +46,15 @@ def _topic_entry(b, t, error: int = 0):
                  authorized_operations=NO_AUTH_OPS)
 
 
+def _serve_stale(b) -> bool:  # noqa: ANN001 - the broker
+    """Fault switch metadata.serve_stale_view: every third Metadata request naming topics is answered from a view
+    older than the broker's last answer (its topics unknown)."""
+    if not b.faults.on("metadata.serve_stale_view"):
+        return False
+    b._stale_view_requests = getattr(b, "_stale_view_requests", 0) + 1
+    return b._stale_view_requests % 3 == 0
+
+
 @handles(MetadataRequest, MetadataResponse, VERSIONS)
 async def handle(ctx: BrokerContext, req):
     b = ctx.broker
@@ -56,6 +65,7 @@ async def handle(ctx: BrokerContext, req):
     else:
         topics = []
         allow_create = (req.allow_auto_topic_creation if v >= 4 else True) and b.config["auto.create.topics.enable"]
+        stale = _serve_stale(b)
         for rt in req.topics:
             name = rt.name
             if name is None and v >= 10:
@@ -67,6 +77,10 @@ async def handle(ctx: BrokerContext, req):
                     topics.append(_topic_entry(b, t))
                 continue
             t = b.topics.get(name)
+            if t is not None and stale and not t.internal:   # test-only: an older view, before this topic
+                topics.append(Topic(error_code=E.UnknownTopicOrPartitionError.errno, name=name, topic_id=ZERO_UUID,
+                                    is_internal=False, partitions=[], authorized_operations=NO_AUTH_OPS))
+                continue
             if t is not None:
                 topics.append(_topic_entry(b, t))
                 continue

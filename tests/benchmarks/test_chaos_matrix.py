@@ -63,3 +63,18 @@ def test_txn_cells_combine_their_nemeses_and_have_no_lossy_schedule(tmp_path: Pa
     assert cells[0].skip is None and cells[-1].skip and "no controller" in cells[-1].skip
     m.write_tables(cells[:1], tmp_path, {})
     assert [c.workload for c in m.load_cells(tmp_path)] == ["txn"]
+
+
+def test_metadata_cells_use_the_reference_client_stack_and_their_own_rate(tmp_path: Path) -> None:
+    """`--workload metadata`: one cell per target, nemesis and seed, with the reference client stack whatever
+    --clients says, 10 admin requests per second, no lossy cell; "none" is a fault-free cell."""
+    args = argparse.Namespace(targets=("reference", "kafka"), nemeses=("none", "kill-controller"),
+                              clients=("java", "confluent"), seeds=1, lossy=True, workload="metadata", out=tmp_path,
+                              duration=60.0, rate=None, interval=10.0, fault_duration=5.0)
+    cells = m.cells(args)
+    assert [c.run_id for c in cells] == [
+        "metadata-reference-none-reference-s0", "metadata-reference-kill-controller-reference-s0",
+        "metadata-kafka-none-reference-s0", "metadata-kafka-kill-controller-reference-s0"]
+    opts = m.options(cells[0], args)
+    assert (opts.workload, opts.nemeses, opts.rate, opts.client) == ("metadata", (), 10.0, "reference")
+    assert m.options(cells[1], args).nemeses == ("kill-controller",)

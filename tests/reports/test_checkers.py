@@ -49,8 +49,9 @@ def test_evidence_names_the_proving_operations():
 
 
 def test_acceptability_is_decided_by_settings():
-    assert acceptable({"sub_via": ["assign"]}) == {"int-send-skip", "G0"}
-    assert acceptable({"sub_via": ["subscribe"]}) == {"int-send-skip", "G0", "poll-skip", "nonmonotonic-poll"}
+    assert acceptable({"sub_via": ["assign"]}) == {"int-send-skip", "G0", "lagging-read"}
+    assert acceptable({"sub_via": ["subscribe"]}) == {"int-send-skip", "G0", "lagging-read", "poll-skip",
+                                                      "nonmonotonic-poll"}
     h = synth.scenario_history("poll-skip")
     assert not analyze(h.ops, {"sub_via": ["assign"]}).valid
     assert analyze(h.ops, {"sub_via": ["subscribe"]}).valid

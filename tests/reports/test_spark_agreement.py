@@ -63,12 +63,25 @@ def _cases(d) -> dict[str, str]:  # noqa: ANN001
     for kind in ("torn", "G1c", "G0"):
         write_jsonl(synth.with_txn_anomaly(synth.generate_txn(f"txn-{kind}", seed=5, n_ops=400), kind),
                     str(d / f"txn-{kind}.jsonl"))
+    # metadata runs (reports.metadata): a clean one (a lagging read, acceptable) and a lost create (its own
+    # topic-metadata model illegal too)
+    from test_metadata_checker import _create, _delete, _final, _read
+    from test_metadata_checker import _ops as _meta_ops
+
+    from history import History
+
+    for name, steps in (("meta-clean", [*_create(0, "a", 2), *_read(1, 2, {"a": None}), *_create(1, "b", 1),
+                                        *_delete(1, "b"), *_final(2, {"a": 2, "b": None})]),
+                        ("meta-lost", [*_create(0, "a", 2), *_final(1, {"a": None})])):
+        ops = [{**op, "run_id": name} for op in _meta_ops(steps)]
+        write_jsonl(History(name, ops, target="reference", settings={"workload": "metadata"}), str(d / f"{name}.jsonl"))
     (d / "empty.jsonl").write_bytes(b"")
     (d / "empty.parquet").write_bytes(b"")
     (d / "garbage.parquet").write_bytes(b"PAR1 this is not parquet")
     return {"unmatched": 0, "info": 0, "stale": 1, "past": 0, "cascade": 0, "big": 0, "huge": 1, "deep": 0,
             "info-poll": 0, "unmatched-poll": 0, "fail-poll": 1, "acks1": 0, "skipped-poll": 2, "skipped-assign": 2,
-            "skipped-but-proven": 1, "txn-clean": 0, "txn-torn": 1, "txn-G1c": 1, "txn-G0": 0, "empty.jsonl": 2, "empty.parquet": 2, "garbage.parquet": 2}
+            "skipped-but-proven": 1, "txn-clean": 0, "txn-torn": 1, "txn-G1c": 1, "txn-G0": 0, "meta-clean": 0, "meta-lost": 1,
+            "empty.jsonl": 2, "empty.parquet": 2, "garbage.parquet": 2}
 
 
 def test_spark_and_cli_agree_on_every_case(tmp_path):

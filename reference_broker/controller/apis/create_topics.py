@@ -16,6 +16,7 @@ Behavior:
 from __future__ import annotations
 
 import uuid
+import zlib
 from collections import Counter
 
 from kafka import errors as E
@@ -32,6 +33,14 @@ APPLY_WAIT_S = 5.0
 Result = CreateTopicsResponse.CreatableTopicResult
 
 
+def _ack_uncommitted(c, name: str) -> bool:  # noqa: ANN001 - the quorum controller
+    """Fault switch metadata.create_ack_uncommitted: every fourth new topic name (a stable hash) is answered NONE
+    and never written."""
+    faults = getattr(c, "faults", None)
+    return bool(faults is not None and faults.on("metadata.create_ack_uncommitted")
+                and zlib.crc32(name.encode()) % 4 == 0)
+
+
 @CONTROLLER.handles(CreateTopicsRequest, CreateTopicsResponse, VERSIONS)
 async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
@@ -40,6 +49,8 @@ async def handle(ctx: ControllerContext, req):
     for t in req.topics:
         if counts[t.name] > 1:
             errors.append((E.InvalidRequestError.errno, f"Create topics request contains duplicate topic {t.name}"))
+        elif _ack_uncommitted(c, t.name) and not req.validate_only and t.name not in c.image.topics:
+            errors.append((E.NoError.errno, None))   # test-only: acknowledged, never written
         elif t.assignments:
             errors.append(c.create_topic_assigned(
                 t.name, t.num_partitions, t.replication_factor,
