@@ -317,6 +317,25 @@ FAULTS: dict[str, str] = {
                                        "last marker (Kafka: TRANSACTION_COORDINATOR_FENCED when older, "
                                        "ProducerAppendInfo.checkCoordinatorEpoch), so a zombie coordinator's marker "
                                        "completes a transaction — breaks TXN-MARKER-COORDINATOR-EPOCH",
+    # KIP-848 consumer groups (conformance/suites/test_consumer_protocol.py)
+    "consumer.assign_before_revoke": "ConsumerGroupHeartbeat hands a member partitions another member has not revoked "
+                                     "yet (Kafka: only once released, CurrentAssignmentBuilder) — breaks "
+                                     "CGP-REVOKE-BEFORE-ASSIGN",
+    "consumer.accept_any_epoch": "ConsumerGroupHeartbeat accepts any member epoch (Kafka: FENCED_MEMBER_EPOCH unless "
+                                 "it is the member's or its previous one) — breaks CGP-FENCED-EPOCH",
+    "consumer.session_never_expires": "a consumer-group member's session lasts 4 × group.consumer.session.timeout.ms "
+                                      "— breaks CGP-SESSION-EXPIRY",
+    "consumer.leave_no_rebalance": "a member leaving (epoch -1) is removed without bumping the group epoch, so its "
+                                   "partitions stay unassigned — breaks CGP-LEAVE",
+    "consumer.group_epoch_reset_on_leave": "a member leaving resets the group epoch to the member count, so member "
+                                           "epochs go down — breaks CGP-EPOCHS-GROW",
+    "consumer.static_replace_live": "a static member joining with the instance id of a live member replaces it "
+                                    "(Kafka: UNRELEASED_INSTANCE_ID) — breaks CGP-STATIC-UNRELEASED",
+    "consumer.any_assignor": "ConsumerGroupHeartbeat accepts a server assignor it does not have (falls back to the "
+                             "default; Kafka: UNSUPPORTED_ASSIGNOR) — breaks CGP-UNSUPPORTED-ASSIGNOR",
+    "consumer.commit_ignores_member_epoch": "OffsetCommit from a consumer-group member is accepted whatever member "
+                                            "epoch it names (Kafka: STALE_MEMBER_EPOCH) — breaks "
+                                            "CGP-OFFSET-STALE-EPOCH",
 }
 
 
