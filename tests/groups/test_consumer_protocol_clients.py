@@ -1,0 +1,115 @@
+"""Issue 26's program: three confluent-kafka consumers with ``group.protocol=consumer`` (KIP-848), one leaving and
+one joining later, consume every record and commit to the log end — on the reference and on Apache Kafka 4.4.0.
+
+Before KIP-848 lived in the reference, the same program consumed 0 of 3000 records from it without an error (the
+broker did not advertise ConsumerGroupHeartbeat and librdkafka waited forever). The members are polled from one
+thread, round-robin, so the phases (two members, one leaves, a third joins) are ordered without sleeps; each waits
+on what the group must do (records arriving), bounded by a multiple of the group's session timeout.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from fixtures.factory import make_target
+from fixtures.target import Target
+
+RECORDS, PARTITIONS = 3000, 6
+# short KIP-848 timings, accepted by Kafka 4.4.0 (GroupCoordinatorConfig: min <= value <= max, interval < session)
+CONSUMER_GROUP_SETTINGS = {
+    "kafka.group.consumer.session.timeout.ms": "3000",
+    "kafka.group.consumer.min.session.timeout.ms": "1000",
+    "kafka.group.consumer.heartbeat.interval.ms": "500",
+    "kafka.group.consumer.min.heartbeat.interval.ms": "100",
+}
+SESSION_S = 3.0
+BOUND_S = 20 * SESSION_S          # generous: CI shares 2 cores; every phase normally takes a few heartbeats
+
+SLOW = not os.environ.get("KCT_SLOW")
+
+
+@pytest.fixture(scope="module", params=[
+    "reference",
+    pytest.param("kafka", marks=[pytest.mark.slow,
+                                 pytest.mark.skipif(SLOW, reason="Apache Kafka target: set KCT_SLOW=1")]),
+])
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    config = [f"{k}={v}" for k, v in CONSUMER_GROUP_SETTINGS.items()]
+    if request.param == "reference":
+        config += ["memory=true", "kafka.offsets.topic.num.partitions=5"]
+    with make_target(request.param, config=config, work_dir=tmp_path_factory.mktemp(request.param)) as t:
+        yield t
+
+
+def _consumer(bootstrap: str, group: str, topic: str) -> Consumer:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    return c
+
+
+def _poll(members: list[Consumer], seen: dict[str, int], want: int, bound_s: float) -> None:
+    """Poll every member round-robin, committing what each got, until ``want`` distinct records were seen."""
+    deadline = time.monotonic() + bound_s
+    while len(seen) < want:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"only {len(seen)} of {want} records consumed within {bound_s:.0f} s")
+        for i, c in enumerate(members):
+            msgs = c.consume(200, 0.1)
+            got = [m for m in msgs if m.error() is None]
+            for m in got:
+                seen.setdefault(m.value().decode(), i)
+            if got:
+                try:
+                    c.commit(asynchronous=False)
+                except KafkaException as e:   # a partition that moved away meanwhile (STALE_MEMBER_EPOCH): at least once
+                    print("commit refused:", e)
+
+
+def test_three_consumers_leave_and_join(target: Target, tmp_path: Path) -> None:
+    bs = target.bootstrap
+    topic, group = f"kip848-{uuid.uuid4().hex[:8]}", f"kip848-g-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    for i in range(RECORDS):
+        p.produce(topic, str(i).encode(), partition=i % PARTITIONS)
+    assert p.flush(30) == 0
+    seen: dict[str, int] = {}
+    a, b = _consumer(bs, group, topic), _consumer(bs, group, topic)
+    c = None
+    try:
+        _poll([a, b], seen, RECORDS // 3, BOUND_S)
+        a.close()                                    # leaves: ConsumerGroupHeartbeat epoch -1
+        c = _consumer(bs, group, topic)              # joins later: gets partitions b revokes
+        _poll([b, c], seen, RECORDS, BOUND_S)
+        # every partition's committed offset reaches the log end (the last commits may race a reassignment: poll
+        # until they do, bounded)
+        deadline = time.monotonic() + BOUND_S
+        while True:
+            for m in (b, c):
+                m.consume(100, 0.1)
+                try:
+                    m.commit(asynchronous=False)
+                except KafkaException:
+                    pass
+            committed = b.committed([TopicPartition(topic, i) for i in range(PARTITIONS)], timeout=10)
+            offsets = {tp.partition: tp.offset for tp in committed}
+            if all(offsets[i] == RECORDS // PARTITIONS for i in range(PARTITIONS)):
+                break
+            assert time.monotonic() < deadline, f"committed offsets {offsets} never reached the log end"
+        assert {seen[v] for v in seen} >= {1}, "the member that stayed consumed"
+        assert c.assignment(), "the member that joined later was given partitions"
+    finally:
+        for m in (b, c):
+            if m is not None:
+                m.close()
+    assert len(seen) == RECORDS
