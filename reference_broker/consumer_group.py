@@ -55,6 +55,9 @@ class ConsumerMember:
     state: str = STABLE_MEMBER
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # the member epoch at which each partition it holds was assigned to it (ConsumerGroupMember.assignmentEpoch /
+    # pendingRevocationEpoch): OffsetCommit with an older member epoch is valid for partitions held since then
+    assigned_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state == STABLE_MEMBER and self.epoch == target_epoch
@@ -209,6 +212,7 @@ def _next(m: ConsumerMember, epoch: int, assigned: Assignment, target_epoch: int
         out.state = UNRELEASED if unreleased else STABLE_MEMBER
         out.previous_epoch, out.epoch = epoch, target_epoch
         out.assigned, out.pending_revocation = new_assigned, {}
+    out.assigned_epochs = {tp: m.assigned_epochs.get(tp, out.epoch) for tp in out.owned()}
     return out
 
 
@@ -225,19 +229,31 @@ def uniform_assign(subs: Mapping[str, set[str]], topics: Mapping[str, int],
         return out
     count = {mid: 0 for mid in members}
     all_parts = sorted((t, p) for t, n in topics.items() for p in range(n))
-    # each member's share of the partitions it can take (homogeneous subscriptions: total // members, + 1 for some)
+    # each member's share: floor(partitions it can take / members sharing them), one more for as many members as
+    # the remainder allows (balanced: counts differ by at most one when subscriptions are the same)
     eligible = {tp: [mid for mid in members if tp[0] in subs[mid]] for tp in all_parts}
     total_for = {mid: sum(1 for tp in all_parts if mid in eligible[tp]) for mid in members}
-    quota = {mid: -(-total_for[mid] // max(1, sum(1 for o in members if subs[o] & subs[mid]))) for mid in members}
+    peers = {mid: max(1, sum(1 for o in members if subs[o] & subs[mid])) for mid in members}
+    floor = {mid: total_for[mid] // peers[mid] for mid in members}
+    extra = max((total_for[mid] % peers[mid] for mid in members), default=0)
     taken: set[tuple[str, int]] = set()
+    kept: dict[str, list[tuple[str, int]]] = {mid: [] for mid in members}
     for mid in members:
         for t, ps in sorted(previous.get(mid, {}).items()):
             for p in sorted(ps):
                 tp = (t, p)
-                if tp in eligible and mid in eligible[tp] and tp not in taken and count[mid] < quota[mid]:
-                    out[mid].setdefault(t, set()).add(p)
-                    count[mid] += 1
+                if tp in eligible and mid in eligible[tp] and tp not in taken:
+                    kept[mid].append(tp)
                     taken.add(tp)
+    for mid in members:                  # keep up to the floor, then one more while the remainder lasts
+        limit = floor[mid] + (1 if extra > 0 and len(kept[mid]) > floor[mid] else 0)
+        if limit > floor[mid]:
+            extra -= 1
+        for tp in kept[mid][limit:]:
+            taken.discard(tp)
+        for t, p in kept[mid][:limit]:
+            out[mid].setdefault(t, set()).add(p)
+        count[mid] = min(len(kept[mid]), limit)
     for tp in all_parts:
         if tp in taken or not eligible[tp]:
             continue

@@ -1099,7 +1099,8 @@ class GroupCoordinator:
         """A known member joining again with epoch 0 (it lost its state, e.g. after FENCED_MEMBER_EPOCH): it holds
         nothing any more, so its partitions are released and it reconciles from scratch (Kafka 4.4.0 accepts it)."""
         fresh = ConsumerMember(**{**member.__dict__, "epoch": 0, "previous_epoch": 0, "state": "STABLE",
-                                  "assigned": {}, "pending_revocation": {}})
+                                  "assigned": {}, "pending_revocation": {},
+                                  "assigned_epochs": {}})
         g.put_member(fresh)
         return fresh
 
@@ -1256,7 +1257,22 @@ class GroupCoordinator:
             return E.UnknownMemberIdError.errno
         if not transactional and version < 9:
             return E.UnsupportedVersionError.errno
-        if epoch != m.epoch and not self.faults.on("consumer.commit_ignores_member_epoch"):
+        if epoch > m.epoch and not self.faults.on("consumer.commit_ignores_member_epoch"):
+            return E.StaleMemberEpochError.errno
+        return NONE
+
+    def consumer_commit_partition_error(self, g: ConsumerGroup | ClassicGroup, member_id: str, epoch: int,
+                                        tp: TP) -> int:
+        """ConsumerGroup's per-partition check of a commit with an older member epoch (Kafka 4.4.0's
+        createAssignmentEpochValidator, read from its behaviour): the partition must be assigned to (or being
+        revoked from) the member since an epoch no later than the one committed with, else STALE_MEMBER_EPOCH."""
+        if not isinstance(g, ConsumerGroup) or self.faults.on("consumer.commit_ignores_member_epoch"):
+            return NONE
+        m = g.members.get(member_id)
+        if m is None or epoch < 0 and not g.members or epoch >= m.epoch:
+            return NONE
+        since = m.assigned_epochs.get(tp)
+        if since is None or epoch < since:
             return E.StaleMemberEpochError.errno
         return NONE
 
