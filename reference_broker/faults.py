@@ -321,6 +321,9 @@ FAULTS: dict[str, str] = {
     "consumer.assign_before_revoke": "ConsumerGroupHeartbeat hands a member partitions another member has not revoked "
                                      "yet (Kafka: only once released, CurrentAssignmentBuilder) — breaks "
                                      "CGP-REVOKE-BEFORE-ASSIGN",
+    "consumer.join_answer_no_assignment": "the answer to a join (ConsumerGroupHeartbeat epoch 0) carries no "
+                                          "assignment (Kafka: a full request always gets it) — breaks "
+                                          "CGP-JOIN-ASSIGNMENT",
     "consumer.accept_any_epoch": "ConsumerGroupHeartbeat accepts any member epoch (Kafka: FENCED_MEMBER_EPOCH unless "
                                  "it is the member's or its previous one) — breaks CGP-FENCED-EPOCH",
     "consumer.session_never_expires": "a consumer-group member's session lasts 4 × group.consumer.session.timeout.ms "

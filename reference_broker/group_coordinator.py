@@ -1091,6 +1091,8 @@ class GroupCoordinator:
         self._cg_timer(g, member_id, "session", self._session_ms(), None)
         full = member_epoch == 0 or (rebalance_timeout_ms != -1 and names is not None and owned is not None)
         changed = after.assigned != before.assigned
+        if member_epoch == 0 and self.faults.on("consumer.join_answer_no_assignment"):
+            full = changed = False
         return ConsumerHeartbeatResult(
             NONE, None, member_id, after.epoch, cfg["group.consumer.heartbeat.interval.ms"],
             {t: set(ps) for t, ps in after.assigned.items()} if full or changed else None)
