@@ -113,3 +113,78 @@ def test_three_consumers_leave_and_join(target: Target, tmp_path: Path) -> None:
             if m is not None:
                 m.close()
     assert len(seen) == RECORDS
+
+
+def test_consumer_group_admin_answers(target: Target) -> None:
+    """What tools see of a consumer group, as Kafka 4.4.0 answers (seen on both targets): ApiVersions lists
+    ConsumerGroupHeartbeat / ConsumerGroupDescribe v0–v1 and finalizes group.version 1; ListGroups v5 types it
+    "consumer"; DescribeGroups (v0–v5) calls it Dead; ConsumerGroupDescribe describes it (v1: member type 1) and
+    answers GROUP_ID_NOT_FOUND with Kafka's message for an unknown group; confluent-kafka's AdminClient shows the
+    members and their assignment."""
+    import asyncio
+
+    from confluent_kafka import ConsumerGroupType
+    from kafka import errors as E
+    from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    from conformance.wire import Wire
+    from reference_broker.messages import ConsumerGroupDescribeRequest
+
+    bs = target.bootstrap
+    topic, group = f"kip848-{uuid.uuid4().hex[:8]}", f"kip848-g-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        f.result(30)
+    c = _consumer(bs, group, topic)
+    try:
+        deadline = time.monotonic() + BOUND_S
+        while not c.assignment():
+            c.consume(10, 0.2)
+            assert time.monotonic() < deadline, "the consumer was never assigned its partitions"
+
+        async def wire() -> tuple:
+            w = await Wire.connect(bs)
+            try:
+                co = await w.coordinator(group)
+                av = (await w.request("ApiVersions", ApiVersionsRequest[4](client_software_name="kct",
+                                                                            client_software_version="1"),
+                                      version=4)).body
+                lg = (await co.request("ListGroups", ListGroupsRequest[5](states_filter=[], types_filter=["Consumer"]),
+                                       version=5)).body
+                dg = (await co.request("DescribeGroups", DescribeGroupsRequest[5](
+                    groups=[group], include_authorized_operations=False), version=5)).body
+                cgd = (await co.request("ConsumerGroupDescribe", ConsumerGroupDescribeRequest[1](
+                    group_ids=[group], include_authorized_operations=False), version=1)).body
+                missing = f"{group}-none"
+                co2 = await w.coordinator(missing)
+                unknown = (await co2.request("ConsumerGroupDescribe", ConsumerGroupDescribeRequest[0](
+                    group_ids=[missing], include_authorized_operations=False), version=0)).body
+                return av, lg, dg, cgd, unknown, missing
+            finally:
+                await w.close()
+
+        av, lg, dg, cgd, unknown, missing = asyncio.run(wire())
+        keys = {k.api_key: (k.min_version, k.max_version) for k in av.api_keys}
+        assert (keys.get(68), keys.get(69)) == ((0, 1), (0, 1)), keys
+        assert ("group.version", 0, 1) in {(f.name, f.min_version, f.max_version) for f in av.supported_features}
+        assert ("group.version", 1, 1) in {(f.name, f.min_version_level, f.max_version_level)
+                                           for f in av.finalized_features}
+        listed = {g.group_id: g for g in lg.groups}
+        assert group in listed, lg
+        assert (listed[group].group_type, listed[group].protocol_type) == ("consumer", "consumer"), listed[group]
+        assert listed[group].group_state in ("Stable", "Reconciling", "Assigning"), listed[group]
+        d = dg.groups[0]
+        assert (d.error_code, d.group_state, d.members) == (0, "Dead", []), d
+        g = cgd.groups[0]
+        assert (g.error_code, g.group_id, g.assignor_name) == (0, group, "uniform"), g
+        assert len(g.members) == 1 and g.members[0].member_type == 1, g
+        assert g.members[0].subscribed_topic_names == [topic] and g.members[0].client_host.startswith("/"), g
+        u = unknown.groups[0]
+        assert (u.error_code, u.error_message) == (E.GroupIdNotFoundError.errno, f"Group {missing} not found."), u
+        desc = admin.describe_consumer_groups([group])[group].result(30)
+        assert desc.type == ConsumerGroupType.CONSUMER, desc
+        assert len(desc.members) == 1 and {tp.partition for tp in desc.members[0].assignment.topic_partitions} \
+            == {0, 1}, desc
+    finally:
+        c.close()
