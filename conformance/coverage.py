@@ -151,6 +151,9 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "consumer.static_replace_live": ("CGP-STATIC-UNRELEASED",),
     "consumer.any_assignor": ("CGP-UNSUPPORTED-ASSIGNOR",),
     "consumer.commit_ignores_member_epoch": ("CGP-OFFSET-STALE-EPOCH",),
+    "consumer.no_rebalance_timeout": ("CGP-REBALANCE-TIMEOUT",),
+    "consumer.metadata_not_refreshed": ("CGP-TOPIC-CREATED",),
+    "consumer.static_leave_is_leave": ("CGP-STATIC-REJOIN",),
 }
 
 

@@ -334,6 +334,13 @@ FAULTS: dict[str, str] = {
                                            "epochs go down — breaks CGP-EPOCHS-GROW",
     "consumer.static_replace_live": "a static member joining with the instance id of a live member replaces it "
                                     "(Kafka: UNRELEASED_INSTANCE_ID) — breaks CGP-STATIC-UNRELEASED",
+    "consumer.no_rebalance_timeout": "a member that never revokes what it was asked to give up is never fenced "
+                                     "(Kafka: fenced after its rebalance timeout) — breaks CGP-REBALANCE-TIMEOUT",
+    "consumer.metadata_not_refreshed": "a consumer group's subscribed-topic metadata is recomputed only when a "
+                                       "subscription changes, so a topic created later is never assigned — breaks "
+                                       "CGP-TOPIC-CREATED",
+    "consumer.static_leave_is_leave": "a static member leaving with epoch -2 is removed like epoch -1 (Kafka: its "
+                                      "partitions stay reserved for the instance) — breaks CGP-STATIC-REJOIN",
     "consumer.any_assignor": "ConsumerGroupHeartbeat accepts a server assignor it does not have (falls back to the "
                              "default; Kafka: UNSUPPORTED_ASSIGNOR) — breaks CGP-UNSUPPORTED-ASSIGNOR",
     "consumer.commit_ignores_member_epoch": "OffsetCommit from a consumer-group member is accepted whatever member "

@@ -1069,6 +1069,8 @@ class GroupCoordinator:
             g.target[member_id] = target
         g.put_member(updated)
         metadata = self._subscription_metadata(g, topics)
+        if self.faults.on("consumer.metadata_not_refreshed") and not bump:
+            metadata = g.subscription_metadata
         if metadata != g.subscription_metadata:
             g.subscription_metadata = metadata
             bump = True
@@ -1083,7 +1085,7 @@ class GroupCoordinator:
                           revoke_first=not self.faults.on("consumer.assign_before_revoke"))
         if after is not before:
             g.put_member(after)
-            if after.state == UNREVOKED:
+            if after.state == UNREVOKED and not self.faults.on("consumer.no_rebalance_timeout"):
                 if before.state != UNREVOKED or before.epoch != after.epoch:
                     self._cg_timer(g, member_id, "rebalance", after.rebalance_timeout_ms, after.epoch)
             else:
@@ -1192,7 +1194,7 @@ class GroupCoordinator:
         if m is None:
             return ConsumerHeartbeatResult(E.UnknownMemberIdError.errno,
                                            f"Member {member_id} is not a member of group {group_id}.")
-        if epoch == LEAVE_STATIC_EPOCH:
+        if epoch == LEAVE_STATIC_EPOCH and not self.faults.on("consumer.static_leave_is_leave"):
             g.members[member_id] = ConsumerMember(**{**m.__dict__, "epoch": LEAVE_STATIC_EPOCH})
             self._cancel_cg_timer(group_id, member_id, "rebalance")
             self._cg_timer(g, member_id, "session", self._session_ms(), None)

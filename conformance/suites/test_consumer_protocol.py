@@ -86,6 +86,18 @@ rule("CGP-OFFSET-STALE-EPOCH", "OffsetCommit v9+ from a consumer-group member is
      "unknown member id is UNKNOWN_MEMBER_ID", f"{CG}.modern.consumer.ConsumerGroup.validateOffsetCommit "
      "(createAssignmentEpochValidator: assignment epoch per partition)", SUITE)
 
+rule("CGP-REBALANCE-TIMEOUT", "a member asked to revoke partitions that keeps heartbeating but never stops "
+     "reporting them is fenced once its rebalance timeout passes (its heartbeat is then UNKNOWN_MEMBER_ID or "
+     "FENCED_MEMBER_EPOCH) and the other member gets every partition",
+     f"{CG}.GroupMetadataManager.scheduleConsumerGroupRebalanceTimeout (UNREVOKED_PARTITIONS)", SUITE)
+rule("CGP-TOPIC-CREATED", "a member subscribed to a topic name that does not exist yet is assigned its partitions "
+     "once the topic is created, without rejoining", f"KIP-848 (metadata changes bump the group epoch); "
+     f"{CG}.GroupMetadataManager.onNewMetadataImage / subscription metadata refresh", SUITE)
+rule("CGP-STATIC-REJOIN", "a static member leaving with epoch -2 keeps its partitions reserved (the other member's "
+     "assignment does not change, meanwhile or after); rejoining (epoch 0, same group.instance.id, new member id) "
+     "it gets the same partitions back",
+     f"KIP-848 static membership; {CG}.GroupMetadataManager.getOrMaybeSubscribeStaticConsumerGroupMember", SUITE)
+
 SETTING_KEYS = ["group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms"]
 DEFAULTS = {"group.consumer.session.timeout.ms": "45000", "group.consumer.heartbeat.interval.ms": "5000"}
 FAST = {"group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000",
@@ -174,6 +186,8 @@ class CMember:
     epochs: list[int] = field(default_factory=list)
     interval_ms: int = 0
 
+    rebalance_timeout_ms: int = 30_000
+
     async def heartbeat(self, epoch: int | None = None, *, full: bool = False, assignor: str | None = None,
                         owned: set[TP] | None = None, member_id: str | None = None) -> Any:
         """One ConsumerGroupHeartbeat; a join (epoch 0) or ``full`` sends every field, else only the owned
@@ -186,13 +200,15 @@ class CMember:
             by_topic.setdefault(tid, []).append(p)
         R = ConsumerGroupHeartbeatRequest
         req = R(group_id=self.group, member_id=self.member_id if member_id is None else member_id, member_epoch=e,
-                instance_id=self.instance_id, rack_id=None, rebalance_timeout_ms=30_000 if join else -1,
+                instance_id=self.instance_id, rack_id=None, rebalance_timeout_ms=self.rebalance_timeout_ms if join else -1,
                 subscribed_topic_names=[self.topic] if join else None, subscribed_topic_regex=None,
                 server_assignor=assignor,
                 topic_partitions=[] if e == 0 else [R.TopicPartitions(topic_id=t, partitions=ps)
                                                     for t, ps in by_topic.items()])
         r = (await self.conn.request("ConsumerGroupHeartbeat", req)).body
         if r.error_code == NONE and e >= 0 and (member_id is None or member_id == self.member_id):
+            if e == 0:
+                self.epochs.clear()
             self.epoch = r.member_epoch
             self.epochs.append(r.member_epoch)
             self.interval_ms = r.heartbeat_interval_ms
@@ -419,3 +435,77 @@ async def test_offset_commit_member_epoch(cgp_broker: CgpBroker, evidence: Evide
             assert code == STALE_MEMBER_EPOCH, f"{what}: epoch {stale} (member at {a.epoch}), partition {p}: {code}"
         code = await commit(a.epoch, uuid.uuid4().hex[:22], mine)
         assert code == UNKNOWN_MEMBER_ID, f"a commit from an unknown member: {code}"
+
+
+@pytest.mark.rule("CGP-REBALANCE-TIMEOUT")
+async def test_rebalance_timeout_fences(cgp_broker: CgpBroker, evidence: Evidence) -> None:
+    b = cgp_broker
+    async with group(b, evidence) as (boot, topic, name):
+        rebalance_ms = max(2 * b.heartbeat_ms, 2000)
+        a = await member(boot, name, topic, rebalance_timeout_ms=rebalance_ms)
+        assert (await a.heartbeat(0)).error_code == NONE
+        await a.until(lambda: len(a.assigned) == PARTITIONS, b.settle_s, "the first member getting every partition")
+        c = await joined(b, boot, name, topic)
+        # a heartbeats on without revoking: once asked to give partitions up, its rebalance timeout runs
+        deadline = time.monotonic() + b.settle_s
+        while len(a.assigned) == PARTITIONS:
+            assert (await a.heartbeat()).error_code == NONE
+            await c.heartbeat()
+            assert time.monotonic() < deadline, "the first member was never asked to give up partitions"
+            await asyncio.sleep(b.heartbeat_ms / 1000)
+        asked = time.monotonic()
+        bound = rebalance_ms / 1000 + max(1.5, 0.3 * rebalance_ms / 1000) + b.heartbeat_ms / 1000
+        fenced = None
+        while fenced is None:
+            r = await a.heartbeat()
+            if r.error_code != NONE:
+                fenced = r.error_code
+                break
+            await c.heartbeat()
+            c.revoke()
+            assert time.monotonic() - asked < bound, (f"a member that never revoked was not fenced within its "
+                                                      f"rebalance timeout ({rebalance_ms} ms) + slack")
+            await asyncio.sleep(b.heartbeat_ms / 1000)
+        assert fenced in (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH), f"the member's heartbeat after the timeout: {fenced}"
+        await c.until(lambda: len(c.assigned) == PARTITIONS, b.settle_s,
+                      "the other member getting every partition after the fenced one")
+
+
+@pytest.mark.rule("CGP-TOPIC-CREATED")
+async def test_topic_created_later(cgp_broker: CgpBroker, evidence: Evidence) -> None:
+    b = cgp_broker
+    async with group(b, evidence) as (boot, topic, name):
+        later = unique("cgp-later")
+        m = await member(boot, name, later)
+        r = await m.heartbeat(0)
+        assert r.error_code == NONE and not m.assigned, f"a join subscribed to a topic that does not exist: {r}"
+        await boot.create_topic(later, partitions=2)
+        await m.until(lambda: len(m.assigned) == 2, b.settle_s, "the partitions of the topic created after the join")
+
+
+@pytest.mark.rule("CGP-STATIC-REJOIN")
+async def test_static_rejoin_keeps_assignment(cgp_broker: CgpBroker, evidence: Evidence) -> None:
+    b = cgp_broker
+    async with group(b, evidence) as (boot, topic, name):
+        instance = unique("inst")
+        s = await joined(b, boot, name, topic, instance_id=instance)
+        await s.until(lambda: len(s.assigned) == PARTITIONS, b.settle_s, "the static member getting every partition")
+        o = await joined(b, boot, name, topic)
+        await s.until(lambda: s.assigned and o.assigned and not s.assigned & o.assigned
+                      and len(s.assigned | o.assigned) == PARTITIONS and s.owned == s.assigned, b.settle_s,
+                      "two members sharing the partitions", others=(o,))
+        had, others_had = set(s.assigned), set(o.assigned)
+        r = await s.heartbeat(-2)
+        assert (r.error_code, r.member_epoch) == (NONE, -2), f"a static member leaving to come back: {r}"
+        for _ in range(3):          # meanwhile its partitions stay reserved for the instance: nothing moves
+            await o.heartbeat()
+            o.revoke()
+            assert o.assigned == others_had, (f"the other member's assignment changed while the static member was "
+                                              f"away: {others_had} → {o.assigned}")
+            await asyncio.sleep(b.heartbeat_ms / 1000)
+        back = await member(boot, name, topic, instance_id=instance)
+        r = await back.heartbeat(0)
+        assert r.error_code == NONE, f"the instance rejoining with a new member id: {r}"
+        await back.until(lambda: back.assigned == had, b.settle_s, "the rejoined instance getting its partitions back",
+                         others=(o,))
+        assert o.assigned == others_had, f"the other member's assignment changed: {others_had} → {o.assigned}"

@@ -342,6 +342,11 @@ FAULTS = [
      {"CGP-UNSUPPORTED-ASSIGNOR"}),
     ("consumer.any_assignor", CGP, "unsupported_assignor or static_instance", "CGP-UNSUPPORTED-ASSIGNOR",
      {"CGP-STATIC-UNRELEASED"}),
+    ("consumer.no_rebalance_timeout", CGP, "rebalance_timeout or test_leave", "CGP-REBALANCE-TIMEOUT", {"CGP-LEAVE"}),
+    ("consumer.metadata_not_refreshed", CGP, "topic_created or join_gets", "CGP-TOPIC-CREATED",
+     {"CGP-JOIN-ASSIGNMENT"}),
+    ("consumer.static_leave_is_leave", CGP, "static_rejoin or static_instance", "CGP-STATIC-REJOIN",
+     {"CGP-STATIC-UNRELEASED"}),
     ("consumer.commit_ignores_member_epoch", CGP, "offset_commit_member_epoch or join_gets", "CGP-OFFSET-STALE-EPOCH",
      {"CGP-JOIN-ASSIGNMENT"}),
 ]
@@ -434,7 +439,7 @@ def test_consumer_protocol_suite_passes_on_the_reference(tmp_path: Path) -> None
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "consumer_protocol"}
-    assert declared == set(by_rule(doc)) and len(declared) >= 9, declared ^ set(by_rule(doc))
+    assert declared == set(by_rule(doc)) and len(declared) >= 12, declared ^ set(by_rule(doc))
     assert doc["duration_s"] < 90, f"the consumer_protocol suite took {doc['duration_s']} s against the reference"
 
 
