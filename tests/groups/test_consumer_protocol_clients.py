@@ -188,3 +188,62 @@ def test_consumer_group_admin_answers(target: Target) -> None:
             == {0, 1}, desc
     finally:
         c.close()
+
+
+def test_java_consumers_with_the_consumer_protocol(target: Target) -> None:
+    """Apache Kafka's Java client (kafka-clients 4.4.0, chaos/java) with ``group.protocol=consumer``: two members
+    share a topic and consume every record once each commits; when one closes, the other takes every partition
+    and consumes what comes next."""
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH (the Java client's driver needs 17+)")
+    from chaos.client_stacks import make_client
+    from chaos.clients import ClientConfig
+
+    bs = target.bootstrap
+    topic, group = f"kip848-j-{uuid.uuid4().hex[:8]}", f"kip848-jg-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic(topic, 4, 1)]).values():
+        f.result(30)
+
+    def produce(first: int, n: int) -> set[int]:
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+        for i in range(first, first + n):
+            p.produce(topic, str(i).encode(), partition=i % 4)
+        assert p.flush(30) == 0
+        return set(range(first, first + n))
+
+    cfg = ClientConfig(bs, group=group, extra={"group.protocol": "consumer"})
+    members = [make_client("java", cfg), make_client("java", cfg)]
+    seen: dict[int, set[int]] = {0: set(), 1: set()}
+
+    def poll(which: list[int], want: set[int]) -> None:
+        deadline = time.monotonic() + BOUND_S
+        while not want <= seen[0] | seen[1]:
+            assert time.monotonic() < deadline, f"{len(want - seen[0] - seen[1])} records never consumed"
+            for i in which:
+                recs, _ = members[i].poll(0.3)
+                for _t, _p, _o, _k, v in recs:
+                    seen[i].add(int(v))
+                if recs:
+                    last: dict[str, int] = {}
+                    for t, p, o, _k, _v in recs:
+                        last[f"{t}/{p}"] = max(last.get(f"{t}/{p}", 0), o + 1)
+                    members[i].commit(last)
+
+    try:
+        for m in members:
+            m.subscribe([topic])
+        first = produce(0, 400)
+        poll([0, 1], first)
+        from confluent_kafka import ConsumerGroupType
+        desc = admin.describe_consumer_groups([group])[group].result(30)
+        assert desc.type == ConsumerGroupType.CONSUMER and len(desc.members) == 2, desc
+        members[0].close()                                  # leaves the group (epoch -1)
+        second = produce(400, 200)
+        poll([1], second)
+        assert second <= seen[1], "the member that stayed consumed everything produced after the other left"
+    finally:
+        for m in members:
+            m.close()
