@@ -1,4 +1,12 @@
-"""The classic group coordinator: Apache Kafka's ClassicGroup state machine and its error codes.
+"""The group coordinator: Apache Kafka's ClassicGroup state machine and KIP-848 consumer groups, one home for both.
+
+Consumer groups (``group.protocol=consumer``; decisions in consumer_group.py): ConsumerGroupHeartbeat joins (epoch
+0), heartbeats and leaves (-1; -2 for a static member coming back); the coordinator keeps the timers — the session
+(group.consumer.session.timeout.ms, reset by every heartbeat) and, while a member is asked to revoke partitions, its
+rebalance timeout — and either one running out fences the member: it is removed, the group epoch is bumped and the
+target assignment recomputed for the others. A group id names one group of either type in ``groups``: an empty
+group of one type becomes the other when a member of the other protocol joins, keeping its offsets; OffsetCommit
+checks member epochs for consumer groups (ConsumerGroup.validateOffsetCommit).
 
 States (``ClassicGroupState``): Empty → PreparingRebalance → CompletingRebalance → Stable, and Dead.
 - JoinGroup parks until every known member has rejoined or the rebalance timeout (max over members) passes; the
