@@ -154,6 +154,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "consumer.no_rebalance_timeout": ("CGP-REBALANCE-TIMEOUT",),
     "consumer.metadata_not_refreshed": ("CGP-TOPIC-CREATED",),
     "consumer.static_leave_is_leave": ("CGP-STATIC-REJOIN",),
+    "consumer.regex_search": ("CGP-REGEX",),
 }
 
 

@@ -85,6 +85,7 @@ class ConsumerGroup:
         self.assignor = ASSIGNORS[0]
         self.offsets: dict = {}                           # shared with classic groups (OffsetAndMetadata)
         self.dead = False
+        self.regex_search = False                         # test switch consumer.regex_search: match anywhere
 
     # -- views ------------------------------------------------------------------------------------------------
 
@@ -106,21 +107,20 @@ class ConsumerGroup:
         return self.partition_epochs.get(tp, -1)
 
     def subscribed_topics(self, all_topics: Iterable[str]) -> set[str]:
-        """Every topic some member subscribes to, by name or by regex (full match, as Pattern.matches)."""
-        names: set[str] = set()
+        """Every topic some member subscribes to, by name or by regex."""
         topics = list(all_topics)
+        names: set[str] = set()
         for m in self.members.values():
-            names.update(m.subscribed_topic_names)
-            if m.subscribed_topic_regex:
-                pat = re.compile(m.subscribed_topic_regex)
-                names.update(t for t in topics if pat.fullmatch(t))
+            names |= self.member_topics(m, topics)
         return names
 
     def member_topics(self, m: ConsumerMember, all_topics: Iterable[str]) -> set[str]:
+        """A member's topics: its names, and the topics its regex matches in full (as Pattern.matches)."""
         names = set(m.subscribed_topic_names)
         if m.subscribed_topic_regex:
             pat = re.compile(m.subscribed_topic_regex)
-            names.update(t for t in all_topics if pat.fullmatch(t))
+            match = pat.search if self.regex_search else pat.fullmatch
+            names.update(t for t in all_topics if match(t))
         return names
 
     # -- membership -------------------------------------------------------------------------------------------

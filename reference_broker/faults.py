@@ -341,6 +341,8 @@ FAULTS: dict[str, str] = {
                                        "CGP-TOPIC-CREATED",
     "consumer.static_leave_is_leave": "a static member leaving with epoch -2 is removed like epoch -1 (Kafka: its "
                                       "partitions stay reserved for the instance) — breaks CGP-STATIC-REJOIN",
+    "consumer.regex_search": "a SubscribedTopicRegex matches topics containing a match anywhere in their name "
+                             "(Kafka: the whole name, Pattern.matches) — breaks CGP-REGEX",
     "consumer.any_assignor": "ConsumerGroupHeartbeat accepts a server assignor it does not have (falls back to the "
                              "default; Kafka: UNSUPPORTED_ASSIGNOR) — breaks CGP-UNSUPPORTED-ASSIGNOR",
     "consumer.commit_ignores_member_epoch": "OffsetCommit from a consumer-group member is accepted whatever member "

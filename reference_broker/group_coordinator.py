@@ -985,6 +985,7 @@ class GroupCoordinator:
         if g is not None and not (create and g.state in (EMPTY, DEAD)):
             raise GroupError(E.GroupIdNotFoundError.errno, f"Group {group_id} is not a consumer group.")
         cg = ConsumerGroup(group_id)
+        cg.regex_search = self.faults.on("consumer.regex_search")
         if g is not None:
             cg.offsets = g.offsets
         self.groups[group_id] = cg

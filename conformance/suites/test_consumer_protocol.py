@@ -98,6 +98,11 @@ rule("CGP-STATIC-REJOIN", "a static member leaving with epoch -2 keeps its parti
      "it gets the same partitions back",
      f"KIP-848 static membership; {CG}.GroupMetadataManager.getOrMaybeSubscribeStaticConsumerGroupMember", SUITE)
 
+rule("CGP-REGEX", "a member subscribed with SubscribedTopicRegex (v1) is assigned the partitions of the topics the "
+     "regex matches in full — one existing at the join and one created afterwards — and none of a topic it does "
+     "not match", f"KIP-848 (regex subscriptions, broker-side); {CG}.GroupMetadataManager (regex resolution "
+     "refreshed on metadata changes)", SUITE)
+
 SETTING_KEYS = ["group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms"]
 DEFAULTS = {"group.consumer.session.timeout.ms": "45000", "group.consumer.heartbeat.interval.ms": "5000"}
 FAST = {"group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000",
@@ -188,6 +193,8 @@ class CMember:
 
     rebalance_timeout_ms: int = 30_000
 
+    regex: str | None = None
+
     async def heartbeat(self, epoch: int | None = None, *, full: bool = False, assignor: str | None = None,
                         owned: set[TP] | None = None, member_id: str | None = None) -> Any:
         """One ConsumerGroupHeartbeat; a join (epoch 0) or ``full`` sends every field, else only the owned
@@ -201,7 +208,8 @@ class CMember:
         R = ConsumerGroupHeartbeatRequest
         req = R(group_id=self.group, member_id=self.member_id if member_id is None else member_id, member_epoch=e,
                 instance_id=self.instance_id, rack_id=None, rebalance_timeout_ms=self.rebalance_timeout_ms if join else -1,
-                subscribed_topic_names=[self.topic] if join else None, subscribed_topic_regex=None,
+                subscribed_topic_names=[self.topic] if join and self.regex is None else None,
+                subscribed_topic_regex=self.regex if join else None,
                 server_assignor=assignor,
                 topic_partitions=[] if e == 0 else [R.TopicPartitions(topic_id=t, partitions=ps)
                                                     for t, ps in by_topic.items()])
@@ -509,3 +517,19 @@ async def test_static_rejoin_keeps_assignment(cgp_broker: CgpBroker, evidence: E
         await back.until(lambda: back.assigned == had, b.settle_s, "the rejoined instance getting its partitions back",
                          others=(o,))
         assert o.assigned == others_had, f"the other member's assignment changed: {others_had} → {o.assigned}"
+
+
+@pytest.mark.rule("CGP-REGEX")
+async def test_regex_subscription(cgp_broker: CgpBroker, evidence: Evidence) -> None:
+    b = cgp_broker
+    async with group(b, evidence) as (boot, topic, name):
+        prefix = unique("cgp-rx")
+        await boot.create_topic(f"{prefix}-a", partitions=2)
+        await boot.create_topic(f"x{prefix}-b", partitions=1)          # matches the regex only in part
+        m = await member(boot, name, topic, regex=f"{prefix}-.*")
+        r = await m.heartbeat(0)
+        assert r.error_code == NONE, f"a join subscribed by regex: {r}"
+        await m.until(lambda: len(m.assigned) == 2, b.settle_s, "the partitions of the topic the regex matches")
+        await boot.create_topic(f"{prefix}-c", partitions=3)
+        await m.until(lambda: len(m.assigned) == 5, b.settle_s,
+                      "the partitions of a matching topic created after the join")
