@@ -328,6 +328,8 @@ FAULTS: dict[str, str] = {
                                  "it is the member's or its previous one) — breaks CGP-FENCED-EPOCH",
     "consumer.session_never_expires": "a consumer-group member's session lasts 4 × group.consumer.session.timeout.ms "
                                       "— breaks CGP-SESSION-EXPIRY",
+    "consumer.session_expires_early": "a consumer-group member's session lasts half of "
+                                      "group.consumer.session.timeout.ms — breaks CGP-SESSION-EXPIRY",
     "consumer.leave_no_rebalance": "a member leaving (epoch -1) is removed without bumping the group epoch, so its "
                                    "partitions stay unassigned — breaks CGP-LEAVE",
     "consumer.group_epoch_reset_on_leave": "a member leaving resets the group epoch to the member count, so member "

@@ -1148,6 +1148,8 @@ class GroupCoordinator:
 
     def _session_ms(self) -> int:
         ms = self.config["group.consumer.session.timeout.ms"]
+        if self.faults.on("consumer.session_expires_early"):
+            return ms // 2
         return ms * 4 if self.faults.on("consumer.session_never_expires") else ms
 
     def _cg_timer(self, g: ConsumerGroup, member_id: str, kind: str, ms: int, epoch: int | None) -> None:

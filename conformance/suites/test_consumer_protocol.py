@@ -68,7 +68,7 @@ rule("CGP-FENCED-EPOCH", "a heartbeat with an epoch above the member's is FENCED
      f"{CG}.GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid; "
      f"{CG}.modern.consumer.ConsumerGroup.getOrMaybeCreateMember", SUITE)
 rule("CGP-SESSION-EXPIRY", "a member that stops heartbeating is removed once group.consumer.session.timeout.ms "
-     "passes (not much later): the member that keeps heartbeating owns every partition within the session timeout "
+     "passes (not much earlier, not much later): the member that keeps heartbeating owns every partition within the session timeout "
      "plus slack, and the silent one's next heartbeat is UNKNOWN_MEMBER_ID",
      f"{CG}.GroupMetadataManager.scheduleConsumerGroupSessionTimeout (fences the member)", SUITE)
 rule("CGP-LEAVE", "ConsumerGroupHeartbeat with epoch -1 answers NONE with epoch -1; the member is gone "
@@ -373,6 +373,8 @@ async def test_session_expiry_reassigns(cgp_broker: CgpBroker, evidence: Evidenc
         await a.until(lambda: len(a.assigned) == PARTITIONS, b.expiry_bound_s(),
                       "the member that keeps heartbeating owning every partition after the other's session expired")
         took = time.monotonic() - silent_since
+        assert took >= 0.8 * b.session_ms / 1000, (f"the silent member's partitions moved after {took:.1f} s, well "
+                                                   f"before its session timeout ({b.session_ms} ms)")
         r = await c.heartbeat()
         assert r.error_code == UNKNOWN_MEMBER_ID, f"the expired member's heartbeat after {took:.1f} s: {r}"
 
