@@ -347,8 +347,8 @@ FAULTS: dict[str, str] = {
                              "(Kafka: the whole name, Pattern.matches) — breaks CGP-REGEX",
     "consumer.any_assignor": "ConsumerGroupHeartbeat accepts a server assignor it does not have (falls back to the "
                              "default; Kafka: UNSUPPORTED_ASSIGNOR) — breaks CGP-UNSUPPORTED-ASSIGNOR",
-    "consumer.commit_ignores_member_epoch": "OffsetCommit from a consumer-group member is accepted whatever member "
-                                            "epoch it names (Kafka: STALE_MEMBER_EPOCH) — breaks "
+    "consumer.commit_ignores_member_epoch": "OffsetCommit / OffsetFetch v9 from a consumer-group member is accepted "
+                                            "whatever member epoch it names (Kafka: STALE_MEMBER_EPOCH) — breaks "
                                             "CGP-OFFSET-STALE-EPOCH",
 }
 

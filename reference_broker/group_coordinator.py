@@ -1276,6 +1276,19 @@ class GroupCoordinator:
             return E.StaleMemberEpochError.errno
         return NONE
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, epoch: int) -> int:
+        """OffsetFetch v9+: ConsumerGroup.validateOffsetFetch (Kafka 4.4.0) — no member id and a negative epoch is an
+        admin; otherwise the member must exist at exactly that epoch. Classic and unknown groups: no check."""
+        g = self.groups.get(group_id)
+        if not isinstance(g, ConsumerGroup) or (member_id is None and epoch < 0):
+            return NONE
+        m = g.members.get(member_id or "")
+        if m is None:
+            return E.UnknownMemberIdError.errno
+        if epoch != m.epoch and not self.faults.on("consumer.commit_ignores_member_epoch"):
+            return E.StaleMemberEpochError.errno
+        return NONE
+
     def consumer_commit_partition_error(self, g: ConsumerGroup | ClassicGroup, member_id: str, epoch: int,
                                         tp: TP) -> int:
         """ConsumerGroup's per-partition check of a commit with an older member epoch (Kafka 4.4.0's

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 from kafka import errors as E
-from kafka.protocol.consumer import OffsetCommitRequest
+from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
 from conformance.evidence import Evidence
 from conformance.properties import ops
@@ -83,8 +83,10 @@ rule("CGP-UNSUPPORTED-ASSIGNOR", "a ServerAssignor the broker does not have is U
 rule("CGP-OFFSET-STALE-EPOCH", "OffsetCommit v9+ from a consumer-group member is accepted with its current member "
      "epoch; a greater epoch is STALE_MEMBER_EPOCH; an older one is STALE_MEMBER_EPOCH for a partition the member "
      "does not hold or was assigned after that epoch (Kafka 4.4.0 accepts it for partitions held since then); an "
-     "unknown member id is UNKNOWN_MEMBER_ID", f"{CG}.modern.consumer.ConsumerGroup.validateOffsetCommit "
-     "(createAssignmentEpochValidator: assignment epoch per partition)", SUITE)
+     "unknown member id is UNKNOWN_MEMBER_ID. OffsetFetch v9+ naming the member answers with its current epoch, "
+     "STALE_MEMBER_EPOCH with another, UNKNOWN_MEMBER_ID for an unknown member, and serves an admin (no member id, "
+     "epoch -1)", f"{CG}.modern.consumer.ConsumerGroup.validateOffsetCommit (createAssignmentEpochValidator: "
+     "assignment epoch per partition) / validateOffsetFetch", SUITE)
 
 rule("CGP-REBALANCE-TIMEOUT", "a member asked to revoke partitions that keeps heartbeating but never stops "
      "reporting them is fenced once its rebalance timeout passes (its heartbeat is then UNKNOWN_MEMBER_ID or "
@@ -445,6 +447,22 @@ async def test_offset_commit_member_epoch(cgp_broker: CgpBroker, evidence: Evide
             assert code == STALE_MEMBER_EPOCH, f"{what}: epoch {stale} (member at {a.epoch}), partition {p}: {code}"
         code = await commit(a.epoch, uuid.uuid4().hex[:22], mine)
         assert code == UNKNOWN_MEMBER_ID, f"a commit from an unknown member: {code}"
+        if (a.conn.broker_max_version("OffsetFetch") or 0) < 9:
+            raise AssertionError("the target does not serve OffsetFetch v9 (member epochs, KIP-848)")
+        G = OffsetFetchRequest.OffsetFetchRequestGroup
+
+        async def fetch(member_id: str | None, epoch: int) -> int:
+            req = OffsetFetchRequest(groups=[G(group_id=name, member_id=member_id, member_epoch=epoch, topics=[
+                G.OffsetFetchRequestTopics(name=topic, partition_indexes=[mine])])], require_stable=False)
+            return (await a.conn.request("OffsetFetch", req, version=9)).body.groups[0].error_code
+
+        for member_id, epoch, want, what in ((a.member_id, a.epoch, NONE, "the member at its epoch"),
+                                             (a.member_id, a.epoch - 1, STALE_MEMBER_EPOCH, "an older epoch"),
+                                             (a.member_id, a.epoch + 1, STALE_MEMBER_EPOCH, "a greater epoch"),
+                                             (uuid.uuid4().hex[:22], a.epoch, UNKNOWN_MEMBER_ID, "an unknown member"),
+                                             (None, -1, NONE, "an admin (no member id, epoch -1)")):
+            code = await fetch(member_id, epoch)
+            assert code == want, f"OffsetFetch v9 from {what} (epoch {epoch}, member at {a.epoch}): {code}"
 
 
 @pytest.mark.rule("CGP-REBALANCE-TIMEOUT")
