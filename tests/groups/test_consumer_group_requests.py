@@ -1,0 +1,88 @@
+"""ConsumerGroupHeartbeat's request validation, member ids and group size limit, with Kafka 4.4.0's exact codes and
+messages (each asserted on the reference and, with KCT_SLOW=1, on Apache Kafka 4.4.0 itself)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kafka import errors as E
+
+from conformance.wire import Wire
+from fixtures.factory import make_target
+from fixtures.target import Target
+from reference_broker.messages import ConsumerGroupHeartbeatRequest as H
+
+SETTINGS = ["kafka.group.consumer.max.size=1", "kafka.group.consumer.session.timeout.ms=3000",
+            "kafka.group.consumer.min.session.timeout.ms=1000", "kafka.group.consumer.heartbeat.interval.ms=500",
+            "kafka.group.consumer.min.heartbeat.interval.ms=100"]
+SLOW = not os.environ.get("KCT_SLOW")
+
+
+@pytest.fixture(scope="module", params=[
+    "reference",
+    pytest.param("kafka", marks=[pytest.mark.slow,
+                                 pytest.mark.skipif(SLOW, reason="Apache Kafka target: set KCT_SLOW=1")]),
+])
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    config = [*SETTINGS, *(["memory=true", "kafka.offsets.topic.num.partitions=3"]
+                           if request.param == "reference" else [])]
+    with make_target(request.param, config=config, work_dir=tmp_path_factory.mktemp(request.param)) as t:
+        yield t
+
+
+def _heartbeats(bootstrap: str, group: str, requests: list[tuple[int, dict[str, Any]]]) -> list[Any]:
+    """Send each (version, fields) heartbeat to the group's coordinator in order; the answers."""
+    async def go() -> list[Any]:
+        w = await Wire.connect(bootstrap)
+        try:
+            topic = await w.create_topic(f"kip848-{uuid.uuid4().hex[:8]}", partitions=2)
+            await w.coordinator_ready(group)
+            co = await w.coordinator(group)
+            out = []
+            for version, fields in requests:
+                base = dict(group_id=group, member_id="", member_epoch=0, rebalance_timeout_ms=5000,
+                            subscribed_topic_names=[topic], topic_partitions=[])
+                base.update(fields)
+                out.append((await co.request("ConsumerGroupHeartbeat", H(**base), version=version)).body)
+            return out
+        finally:
+            await w.close()
+    return asyncio.run(go())
+
+
+def test_validation_and_member_ids(target: Target) -> None:
+    group = f"kip848-v-{uuid.uuid4().hex[:8]}"
+    mid = uuid.uuid4().hex[:22]
+    answers = _heartbeats(target.bootstrap, group, [
+        (1, {}),                                                        # v1: the client names the member
+        (1, {"member_id": mid, "member_epoch": -3}),
+        (1, {"member_id": mid, "rebalance_timeout_ms": -1}),
+        (1, {"member_id": mid, "subscribed_topic_names": None}),
+        (1, {"member_id": mid, "group_id": f"{group}-none", "member_epoch": 5, "topic_partitions": None}),
+        (0, {}),                                                        # v0: the coordinator names it
+    ])
+    invalid = E.InvalidRequestError.errno
+    got = [(a.error_code, a.error_message) for a in answers[:5]]
+    assert got == [(invalid, "MemberId can't be empty."), (invalid, "MemberEpoch is invalid."),
+                   (invalid, "RebalanceTimeoutMs must be provided in first request."),
+                   (invalid, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                             "(re-)joining."),
+                   (E.GroupIdNotFoundError.errno, f"Consumer group {group}-none not found.")], got
+    v0 = answers[5]
+    assert v0.error_code == 0 and len(v0.member_id or "") == 22 and v0.member_epoch > 0, v0
+
+
+def test_group_max_size(target: Target) -> None:
+    """group.consumer.max.size=1: a second member is GROUP_MAX_SIZE_REACHED; the first may rejoin."""
+    group = f"kip848-m-{uuid.uuid4().hex[:8]}"
+    a, b = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+    first, second, again = _heartbeats(target.bootstrap, group, [
+        (1, {"member_id": a}), (1, {"member_id": b}), (1, {"member_id": a})])
+    assert first.error_code == 0, first
+    assert (second.error_code, second.error_message) == (
+        E.GroupMaxSizeReachedError.errno, "The consumer group has reached its maximum capacity of 1 members."), second
+    assert again.error_code == 0, again
