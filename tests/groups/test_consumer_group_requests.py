@@ -86,3 +86,54 @@ def test_group_max_size(target: Target) -> None:
     assert (second.error_code, second.error_message) == (
         E.GroupMaxSizeReachedError.errno, "The consumer group has reached its maximum capacity of 1 members."), second
     assert again.error_code == 0, again
+
+
+def test_admin_on_a_consumer_group(target: Target) -> None:
+    """Tools on a consumer group, as Kafka answers: OffsetDelete of a subscribed topic while members are in it is
+    GROUP_SUBSCRIBED_TO_TOPIC; DeleteGroups of a group with members is NON_EMPTY_GROUP; once the member left
+    (epoch -1) the group is Empty and DeleteGroups deletes it (offsets gone: OffsetFetch answers -1)."""
+    from kafka.protocol.admin import DeleteGroupsRequest
+    from kafka.protocol.consumer import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+
+    group = f"kip848-a-{uuid.uuid4().hex[:8]}"
+    mid = uuid.uuid4().hex[:22]
+
+    async def go() -> tuple:
+        w = await Wire.connect(target.bootstrap)
+        try:
+            topic = await w.create_topic(f"kip848-{uuid.uuid4().hex[:8]}", partitions=2)
+            await w.coordinator_ready(group)
+            co = await w.coordinator(group)
+            j = (await co.request("ConsumerGroupHeartbeat", H(
+                group_id=group, member_id=mid, member_epoch=0, rebalance_timeout_ms=5000,
+                subscribed_topic_names=[topic], topic_partitions=[]), version=1)).body
+            T = OffsetCommitRequest.OffsetCommitRequestTopic
+            commit = (await co.request("OffsetCommit", OffsetCommitRequest(
+                group_id=group, generation_id_or_member_epoch=j.member_epoch, member_id=mid, group_instance_id=None,
+                topics=[T(name=topic, partitions=[T.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=7, committed_leader_epoch=-1, committed_metadata="")])]),
+                version=9)).body.topics[0].partitions[0].error_code
+            D = OffsetDeleteRequest.OffsetDeleteRequestTopic
+            odel = (await co.request("OffsetDelete", OffsetDeleteRequest(group_id=group, topics=[D(
+                name=topic, partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])]), version=0)).body
+            busy = (await co.request("DeleteGroups", DeleteGroupsRequest(groups_names=[group]),
+                                     version=2)).body.results[0].error_code
+            left = (await co.request("ConsumerGroupHeartbeat", H(group_id=group, member_id=mid, member_epoch=-1),
+                                     version=1)).body
+            gone = (await co.request("DeleteGroups", DeleteGroupsRequest(groups_names=[group]),
+                                     version=2)).body.results[0].error_code
+            F = OffsetFetchRequest.OffsetFetchRequestGroup
+            fetched = (await co.request("OffsetFetch", OffsetFetchRequest(groups=[F(
+                group_id=group, member_id=None, member_epoch=-1, topics=[F.OffsetFetchRequestTopics(
+                    name=topic, partition_indexes=[0])])], require_stable=False), version=8)).body.groups[0]
+            return j, commit, odel, busy, left, gone, fetched
+        finally:
+            await w.close()
+
+    j, commit, odel, busy, left, gone, fetched = asyncio.run(go())
+    assert j.error_code == 0 and commit == 0, (j, commit)
+    assert odel.error_code == 0 and odel.topics[0].partitions[0].error_code == E.GroupSubscribedToTopicError.errno, odel
+    assert busy == E.NonEmptyGroupError.errno, busy
+    assert (left.error_code, left.member_epoch) == (0, -1), left
+    assert gone == 0, gone
+    assert fetched.topics[0].partitions[0].committed_offset == -1, fetched
