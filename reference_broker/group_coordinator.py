@@ -1083,10 +1083,10 @@ class GroupCoordinator:
         if metadata != g.subscription_metadata:
             g.subscription_metadata = metadata
             bump = True
-        if bump:
-            g.group_epoch += 1
         chosen = self._group_assignor(g)
-        if g.group_epoch > g.assignment_epoch or chosen != g.assignor:
+        if bump or chosen != g.assignor:          # another assignor is another target: a new group epoch
+            g.group_epoch += 1
+        if g.group_epoch > g.assignment_epoch:
             g.compute_target(topics, chosen)
         target = g.target.get(member_id, {})
         before = g.members[member_id]
