@@ -137,3 +137,41 @@ def test_admin_on_a_consumer_group(target: Target) -> None:
     assert (left.error_code, left.member_epoch) == (0, -1), left
     assert gone == 0, gone
     assert fetched.topics[0].partitions[0].committed_offset == -1, fetched
+
+
+def test_range_assignor_is_used_when_asked(target: Target) -> None:
+    """A member asking for the `range` server assignor: ConsumerGroupDescribe names it, and the member (alone) is
+    assigned every partition."""
+    from reference_broker.messages import ConsumerGroupDescribeRequest
+
+    group = f"kip848-r-{uuid.uuid4().hex[:8]}"
+    mid = uuid.uuid4().hex[:22]
+
+    async def go() -> tuple:
+        w = await Wire.connect(target.bootstrap)
+        try:
+            topic = await w.create_topic(f"kip848-{uuid.uuid4().hex[:8]}", partitions=3)
+            await w.coordinator_ready(group)
+            co = await w.coordinator(group)
+            r = (await co.request("ConsumerGroupHeartbeat", H(
+                group_id=group, member_id=mid, member_epoch=0, rebalance_timeout_ms=5000, server_assignor="range",
+                subscribed_topic_names=[topic], topic_partitions=[]), version=1)).body
+            epoch, got = r.member_epoch, set()
+            for _ in range(40):                     # Kafka 4.4.0 may assign a few heartbeats later (Assigning)
+                if r.assignment is not None:
+                    got = {p for tp in r.assignment.topic_partitions for p in tp.partitions}
+                if len(got) == 3:
+                    break
+                await asyncio.sleep(0.25)
+                r = (await co.request("ConsumerGroupHeartbeat", H(
+                    group_id=group, member_id=mid, member_epoch=epoch, topic_partitions=None), version=1)).body
+                epoch = r.member_epoch or epoch
+            d = (await co.request("ConsumerGroupDescribe", ConsumerGroupDescribeRequest(
+                group_ids=[group], include_authorized_operations=False), version=0)).body.groups[0]
+            return got, d
+        finally:
+            await w.close()
+
+    got, d = asyncio.run(go())
+    assert got == {0, 1, 2}, got
+    assert (d.error_code, d.assignor_name) == (0, "range"), d
