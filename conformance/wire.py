@@ -69,15 +69,13 @@ VERSIONS: dict[str, int] = {
     # transaction protocol version 2 (KIP-890 part 2)
     "AddPartitionsToTxn": 3, "AddOffsetsToTxn": 3, "EndTxn": 4, "TxnOffsetCommit": 3, "DescribeTransactions": 0,
     "ListTransactions": 0,
-    # KIP-848 consumer groups (schemas: reference_broker/messages.py)
-    "ConsumerGroupHeartbeat": 1, "ConsumerGroupDescribe": 0,
 }
 API_KEYS = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
             "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
             "CreateTopics": 19, "DeleteRecords": 21, "OffsetForLeaderEpoch": 23, "DescribeGroups": 15,
             "DescribeConfigs": 32, "ElectLeaders": 43, "InitProducerId": 22, "AddPartitionsToTxn": 24,
             "AddOffsetsToTxn": 25, "EndTxn": 26, "TxnOffsetCommit": 28, "DescribeTransactions": 65,
-            "ListTransactions": 66, "ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69}
+            "ListTransactions": 66}
 EARLIEST, LATEST = -2, -1
 NONE = 0
 # FindCoordinator answers a client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
@@ -85,6 +83,9 @@ RETRIABLE_COORDINATOR = frozenset({14, 15, 16})
 GZIP = 1  # record batch compression codec (attributes bits 0-2)
 DEFAULT_TIMEOUT_S = 30.0
 _topic_seq = itertools.count()
+# KIP-848 consumer groups (schemas: reference_broker/messages.py)
+VERSIONS.update({"ConsumerGroupHeartbeat": 1, "ConsumerGroupDescribe": 0})
+API_KEYS.update({"ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69})
 
 
 class TargetDiverged(AssertionError):
