@@ -86,6 +86,7 @@ class ConsumerGroup:
         self.offsets: dict = {}                           # shared with classic groups (OffsetAndMetadata)
         self.dead = False
         self.regex_search = False                         # test switch consumer.regex_search: match anywhere
+        self.stored = False                               # its existence is in the offsets partition
 
     # -- views ------------------------------------------------------------------------------------------------
 

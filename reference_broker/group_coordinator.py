@@ -319,10 +319,23 @@ class GroupCoordinator:
         pending = self.uncommitted.setdefault(index, [])
         for offset, key, value in self.store.replay(index):
             gid = key.get("group")
+            if key.get("type") == "consumer_group" and value is not None:
+                old = self.groups.get(gid)
+                cg = old if isinstance(old, ConsumerGroup) else ConsumerGroup(gid)
+                if old is not None and old is not cg:
+                    cg.offsets = old.offsets
+                cg.group_epoch = cg.assignment_epoch = max(cg.group_epoch, value["group_epoch"])
+                cg.stored = True
+                self.groups[gid] = cg
+                continue
             if key.get("type") == "group":
                 if value is None:
                     self.groups.pop(gid, None)
                     continue
+                if isinstance(self.groups.get(gid), ConsumerGroup):    # became a classic group again
+                    classic = ClassicGroup(gid)
+                    classic.offsets = self.groups[gid].offsets
+                    self.groups[gid] = classic
                 g = self.groups.setdefault(gid, ClassicGroup(gid))
                 g.generation_id = value["generation"]
                 g.protocol_type = value.get("protocol_type")
@@ -991,6 +1004,18 @@ class GroupCoordinator:
         self.groups[group_id] = cg
         return cg
 
+    def _store_consumer_group(self, g: ConsumerGroup) -> None:
+        """Write the group's existence to its offsets partition (once), so a coordinator that takes over (failover,
+        restart) knows it: its members then get UNKNOWN_MEMBER_ID and rejoin, instead of GROUP_ID_NOT_FOUND, which
+        the Java client treats as fatal (AbstractHeartbeatRequestManager). Nobody waits for it."""
+        if g.stored:
+            return
+        try:
+            self._wrote(g.group_id, self.store.write_consumer_group(g.group_id, g.group_epoch), {})
+            g.stored = True
+        except AppendError as e:
+            log.warning("group %s: consumer group not stored: %s", g.group_id, e)
+
     def _consumer_heartbeat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                             names, regex, assignor, owned, client_id, client_host,
                             topics) -> ConsumerHeartbeatResult:
@@ -998,9 +1023,11 @@ class GroupCoordinator:
         existed = group_id in self.groups
         g = self._consumer_group(group_id, create)
         try:
-            return self._consumer_heartbeat_in(g, member_id, member_epoch, instance_id, rack_id,
-                                               rebalance_timeout_ms, names, regex, assignor, owned, client_id,
-                                               client_host, topics)
+            r = self._consumer_heartbeat_in(g, member_id, member_epoch, instance_id, rack_id,
+                                            rebalance_timeout_ms, names, regex, assignor, owned, client_id,
+                                            client_host, topics)
+            self._store_consumer_group(g)
+            return r
         except GroupError:
             if not existed and not g.members and self.groups.get(group_id) is g:
                 del self.groups[group_id]       # a group created by a refused join leaves no trace

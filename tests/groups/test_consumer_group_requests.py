@@ -175,3 +175,34 @@ def test_range_assignor_is_used_when_asked(target: Target) -> None:
     got, d = asyncio.run(go())
     assert got == {0, 1, 2}, got
     assert (d.error_code, d.assignor_name) == (0, "range"), d
+
+
+def test_consumer_group_known_after_a_restart(durable_broker) -> None:
+    """A consumer group outlives its coordinator's restart (its existence is in __consumer_offsets): a member's
+    heartbeat to the restarted coordinator is UNKNOWN_MEMBER_ID (the member rejoins), not GROUP_ID_NOT_FOUND —
+    which the Java client treats as fatal (AbstractHeartbeatRequestManager) — and rejoining works."""
+    group = f"kip848-rs-{uuid.uuid4().hex[:8]}"
+    mid = uuid.uuid4().hex[:22]
+    topic = f"kip848-{uuid.uuid4().hex[:8]}"
+
+    async def hb(epoch: int, create: bool = False) -> Any:
+        w = await Wire.connect(durable_broker.bootstrap)
+        try:
+            if create:
+                await w.create_topic(topic, partitions=2)
+            await w.coordinator_ready(group)
+            co = await w.coordinator(group)
+            fields = dict(group_id=group, member_id=mid, member_epoch=epoch, topic_partitions=None)
+            if epoch == 0:
+                fields.update(rebalance_timeout_ms=5000, subscribed_topic_names=[topic], topic_partitions=[])
+            return (await co.request("ConsumerGroupHeartbeat", H(**fields), version=1)).body
+        finally:
+            await w.close()
+
+    joined = asyncio.run(hb(0, create=True))
+    assert joined.error_code == 0, joined
+    durable_broker.restart()
+    after = asyncio.run(hb(joined.member_epoch))
+    assert after.error_code == E.UnknownMemberIdError.errno, after
+    again = asyncio.run(hb(0))
+    assert again.error_code == 0 and again.member_epoch > 0, again
