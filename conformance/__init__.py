@@ -51,10 +51,12 @@ Suites: ``suites/test_fetch.py``, ``suites/test_offsets.py`` (this package's cor
 and a failover; InitProducerId), ``suites/test_transactions.py`` (transactional producers and read_committed
 reads over the protocol, ``txn.py``: aborted and open transactions, the LSO, commit/abort visibility, offsets in
 transactions, require_stable, fencing, timeouts, KIP-890 verification, CONCURRENT_TRANSACTIONS and markers across a
-failover), ``suites/test_consumer_protocol.py`` (KIP-848 consumer groups over ConsumerGroupHeartbeat: assignment,
-revoke before assign, epochs, fencing, session and rebalance timeouts, leave, static members, metadata changes,
-offsets with member epochs), ``suites/test_clients.py`` (real clients, realistic data shapes), ``properties/`` (hypothesis state
+failover), ``suites/test_clients.py`` (real clients, realistic data shapes), ``properties/`` (hypothesis state
 machines). The replicated checks share ``cluster.py``: ``Cluster`` (faults by node id, requests to live
 brokers) and ``Cluster.new_leader``, the one wait before a check asks the leader an election it caused produced
 (that leader's own Metadata at the new epoch and a Fetch it serves, bounded from the target's settings).
+
+KIP-848 consumer groups: ``suites/test_consumer_protocol.py`` (over ConsumerGroupHeartbeat: assignment, revoke before
+assign, epochs, fencing, session and rebalance timeouts, leave, static members, regex and topics created later,
+offsets with member epochs).
 """

@@ -83,9 +83,6 @@ RETRIABLE_COORDINATOR = frozenset({14, 15, 16})
 GZIP = 1  # record batch compression codec (attributes bits 0-2)
 DEFAULT_TIMEOUT_S = 30.0
 _topic_seq = itertools.count()
-# KIP-848 consumer groups (schemas: reference_broker/messages.py)
-VERSIONS.update({"ConsumerGroupHeartbeat": 1, "ConsumerGroupDescribe": 0})
-API_KEYS.update({"ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69})
 
 
 class TargetDiverged(AssertionError):
@@ -916,3 +913,8 @@ class Wire:
         if getattr(body, "error_code", 0):
             return body.error_code
         return body.replica_election_results[0].partition_result[0].error_code
+
+
+# KIP-848 consumer groups (schemas: reference_broker/messages.py; suites/test_consumer_protocol.py)
+VERSIONS.update({"ConsumerGroupHeartbeat": 1, "ConsumerGroupDescribe": 0})
+API_KEYS.update({"ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69})

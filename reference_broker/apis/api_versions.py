@@ -11,9 +11,7 @@ Behavior:
   cluster), the supported list of a v3 answer leaves out features whose minimum is 0 (older clients cannot read a
   0 minimum, KIP-1022), so v3 lists none and v4+ lists transaction.version 0–2; finalized entries have min = max =
   the level; finalized_features_epoch is the metadata offset applied (Kafka: the features image's offset).
-  ``group.version`` (KIP-848) is supported 0–1 and finalized at 1 as Kafka 4.4.0 answers: the consumer group
-  protocol (ConsumerGroupHeartbeat / ConsumerGroupDescribe) is on. Other Kafka features (metadata.version,
-  share.version, ...) are not advertised (GAPS.md).
+  Other Kafka features (metadata.version, group.version, ...) are not advertised (GAPS.md).
 """
 from __future__ import annotations
 
@@ -27,9 +25,6 @@ API_KEY = 18
 VERSIONS = (0, 4)
 TRANSACTION_VERSION = "transaction.version"
 TV_SUPPORTED = (0, 2)            # TransactionVersion TV_0..TV_2
-GROUP_VERSION = "group.version"
-GV_SUPPORTED = (0, 1)            # GroupVersion GV_0..GV_1 (GV_1: the consumer group protocol, KIP-848)
-GV_FINALIZED = 1
 
 
 def _api_keys(registry: Registry) -> list:
@@ -58,9 +53,8 @@ def features(node, version: int) -> tuple[list, list, int]:
     if config is None or image is None:
         return [], [], -1
     level = config["transaction.version"]
-    supported = [ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
-                 for name, (lo, hi) in ((GROUP_VERSION, GV_SUPPORTED), (TRANSACTION_VERSION, TV_SUPPORTED))
-                 if version >= 4 or lo > 0]
-    finalized = [ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=lv, min_version_level=lv)
-                 for name, lv in ((GROUP_VERSION, GV_FINALIZED), (TRANSACTION_VERSION, level)) if lv > 0]
+    supported = [] if version < 4 and TV_SUPPORTED[0] == 0 else [ApiVersionsResponse.SupportedFeatureKey(
+        name=TRANSACTION_VERSION, min_version=TV_SUPPORTED[0], max_version=TV_SUPPORTED[1])]
+    finalized = [] if level <= 0 else [ApiVersionsResponse.FinalizedFeatureKey(
+        name=TRANSACTION_VERSION, max_version_level=level, min_version_level=level)]
     return supported, finalized, max(image.offset, 0)
