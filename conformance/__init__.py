@@ -56,4 +56,8 @@ failover), ``suites/test_elr.py`` (eligible leader replicas, KIP-966, and Descri
 machines). The replicated checks share ``cluster.py``: ``Cluster`` (faults by node id, requests to live
 brokers) and ``Cluster.new_leader``, the one wait before a check asks the leader an election it caused produced
 (that leader's own Metadata at the new epoch and a Fetch it serves, bounded from the target's settings).
+
+KIP-848 consumer groups: ``suites/test_consumer_protocol.py`` (over ConsumerGroupHeartbeat: assignment, revoke before
+assign, epochs, fencing, session and rebalance timeouts, leave, static members, regex and topics created later,
+offsets with member epochs).
 """

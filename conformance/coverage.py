@@ -152,6 +152,21 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "txn.tv2_timeout_double_bump": ("TXN-TV2-TIMEOUT-EPOCH",),
     "txn.markers_not_pending": ("TXN-CONCURRENT-END",),
     "txn.complete_gives_up": ("TXN-COMPLETE-LIVENESS",),
+    # KIP-848 consumer groups (conformance/suites/test_consumer_protocol.py)
+    "consumer.join_answer_no_assignment": ("CGP-JOIN-ASSIGNMENT",),
+    "consumer.assign_before_revoke": ("CGP-REVOKE-BEFORE-ASSIGN",),
+    "consumer.accept_any_epoch": ("CGP-FENCED-EPOCH",),
+    "consumer.session_never_expires": ("CGP-SESSION-EXPIRY",),
+    "consumer.session_expires_early": ("CGP-SESSION-EXPIRY",),
+    "consumer.leave_no_rebalance": ("CGP-LEAVE",),
+    "consumer.group_epoch_reset_on_leave": ("CGP-EPOCHS-GROW",),
+    "consumer.static_replace_live": ("CGP-STATIC-UNRELEASED",),
+    "consumer.any_assignor": ("CGP-UNSUPPORTED-ASSIGNOR",),
+    "consumer.commit_ignores_member_epoch": ("CGP-OFFSET-STALE-EPOCH",),
+    "consumer.no_rebalance_timeout": ("CGP-REBALANCE-TIMEOUT",),
+    "consumer.metadata_not_refreshed": ("CGP-TOPIC-CREATED",),
+    "consumer.static_leave_is_leave": ("CGP-STATIC-REJOIN",),
+    "consumer.regex_search": ("CGP-REGEX",),
 }
 
 

@@ -931,3 +931,8 @@ class Wire:
         if getattr(body, "error_code", 0):
             return body.error_code
         return body.replica_election_results[0].partition_result[0].error_code
+
+
+# KIP-848 consumer groups (schemas: reference_broker/messages.py; suites/test_consumer_protocol.py)
+VERSIONS.update({"ConsumerGroupHeartbeat": 1, "ConsumerGroupDescribe": 0})
+API_KEYS.update({"ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69})

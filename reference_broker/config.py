@@ -44,6 +44,17 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.initial.rebalance.delay.ms": (int, 3_000),
     "group.min.session.timeout.ms": (int, 6_000),
     "group.max.session.timeout.ms": (int, 1_800_000),
+    # KIP-848 consumer groups (GroupCoordinatorConfig's names and defaults); Kafka requires min <= value <= max and
+    # heartbeat interval < session timeout (checked when the coordinator starts)
+    "group.consumer.session.timeout.ms": (int, 45_000),
+    "group.consumer.min.session.timeout.ms": (int, 45_000),
+    "group.consumer.max.session.timeout.ms": (int, 60_000),
+    "group.consumer.heartbeat.interval.ms": (int, 5_000),
+    "group.consumer.min.heartbeat.interval.ms": (int, 5_000),
+    "group.consumer.max.heartbeat.interval.ms": (int, 15_000),
+    "group.consumer.max.size": (int, 2_147_483_647),
+    # the server assignors by name, the first is the default (Kafka: class names or uniform/range)
+    "group.consumer.assignors": (str, "uniform,range"),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.retention.minutes": (int, 10_080),
     "offsets.commit.timeout.ms": (int, 5_000),

@@ -352,6 +352,39 @@ FAULTS: dict[str, str] = {
                                        "last marker (Kafka: TRANSACTION_COORDINATOR_FENCED when older, "
                                        "ProducerAppendInfo.checkCoordinatorEpoch), so a zombie coordinator's marker "
                                        "completes a transaction — breaks TXN-MARKER-COORDINATOR-EPOCH",
+    # KIP-848 consumer groups (conformance/suites/test_consumer_protocol.py)
+    "consumer.assign_before_revoke": "ConsumerGroupHeartbeat hands a member partitions another member has not revoked "
+                                     "yet (Kafka: only once released, CurrentAssignmentBuilder) — breaks "
+                                     "CGP-REVOKE-BEFORE-ASSIGN",
+    "consumer.join_answer_no_assignment": "the answer to a join (ConsumerGroupHeartbeat epoch 0) carries no "
+                                          "assignment (Kafka: a full request always gets it) — breaks "
+                                          "CGP-JOIN-ASSIGNMENT",
+    "consumer.accept_any_epoch": "ConsumerGroupHeartbeat accepts any member epoch (Kafka: FENCED_MEMBER_EPOCH unless "
+                                 "it is the member's or its previous one) — breaks CGP-FENCED-EPOCH",
+    "consumer.session_never_expires": "a consumer-group member's session lasts 4 × group.consumer.session.timeout.ms "
+                                      "— breaks CGP-SESSION-EXPIRY",
+    "consumer.session_expires_early": "a consumer-group member's session lasts half of "
+                                      "group.consumer.session.timeout.ms — breaks CGP-SESSION-EXPIRY",
+    "consumer.leave_no_rebalance": "a member leaving (epoch -1) is removed without bumping the group epoch, so its "
+                                   "partitions stay unassigned — breaks CGP-LEAVE",
+    "consumer.group_epoch_reset_on_leave": "a member leaving resets the group epoch to the member count, so member "
+                                           "epochs go down — breaks CGP-EPOCHS-GROW",
+    "consumer.static_replace_live": "a static member joining with the instance id of a live member replaces it "
+                                    "(Kafka: UNRELEASED_INSTANCE_ID) — breaks CGP-STATIC-UNRELEASED",
+    "consumer.no_rebalance_timeout": "a member that never revokes what it was asked to give up is never fenced "
+                                     "(Kafka: fenced after its rebalance timeout) — breaks CGP-REBALANCE-TIMEOUT",
+    "consumer.metadata_not_refreshed": "a consumer group's subscribed-topic metadata is recomputed only when a "
+                                       "subscription changes, so a topic created later is never assigned — breaks "
+                                       "CGP-TOPIC-CREATED",
+    "consumer.static_leave_is_leave": "a static member leaving with epoch -2 is removed like epoch -1 (Kafka: its "
+                                      "partitions stay reserved for the instance) — breaks CGP-STATIC-REJOIN",
+    "consumer.regex_search": "a SubscribedTopicRegex matches topics containing a match anywhere in their name "
+                             "(Kafka: the whole name, Pattern.matches) — breaks CGP-REGEX",
+    "consumer.any_assignor": "ConsumerGroupHeartbeat accepts a server assignor it does not have (falls back to the "
+                             "default; Kafka: UNSUPPORTED_ASSIGNOR) — breaks CGP-UNSUPPORTED-ASSIGNOR",
+    "consumer.commit_ignores_member_epoch": "OffsetCommit / OffsetFetch v9 from a consumer-group member is accepted "
+                                            "whatever member epoch it names (Kafka: STALE_MEMBER_EPOCH) — breaks "
+                                            "CGP-OFFSET-STALE-EPOCH",
 }
 
 

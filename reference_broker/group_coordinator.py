@@ -1,4 +1,12 @@
-"""The classic group coordinator: Apache Kafka's ClassicGroup state machine and its error codes.
+"""The group coordinator: Apache Kafka's ClassicGroup state machine and KIP-848 consumer groups, one home for both.
+
+Consumer groups (``group.protocol=consumer``; decisions in consumer_group.py): ConsumerGroupHeartbeat joins (epoch
+0), heartbeats and leaves (-1; -2 for a static member coming back); the coordinator keeps the timers — the session
+(group.consumer.session.timeout.ms, reset by every heartbeat) and, while a member is asked to revoke partitions, its
+rebalance timeout — and either one running out fences the member: it is removed, the group epoch is bumped and the
+target assignment recomputed for the others. A group id names one group of either type in ``groups``: an empty
+group of one type becomes the other when a member of the other protocol joins, keeping its offsets; OffsetCommit
+checks member epochs for consumer groups (ConsumerGroup.validateOffsetCommit).
 
 States (``ClassicGroupState``): Empty → PreparingRebalance → CompletingRebalance → Stable, and Dead.
 - JoinGroup parks until every known member has rejoined or the rebalance timeout (max over members) passes; the
@@ -36,8 +44,10 @@ partition"); it never sees the broker. Threading rule: runs on the broker's even
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import random
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +55,17 @@ from typing import Any
 from kafka import errors as E
 
 from .clock import Clock, Timer
-from .config import BrokerConfig
+from .config import BrokerConfig, ConfigError
+from .consumer_group import (
+    LEAVE_EPOCH,
+    LEAVE_STATIC_EPOCH,
+    UNREVOKED,
+    Assignment,
+    ConsumerGroup,
+    ConsumerMember,
+    partitions_of,
+    reconcile,
+)
 from .faults import Faults
 from .offset_store import GROUP, AppendError, OffsetAndMetadata, OffsetStore, coordinator_error
 
@@ -59,6 +79,40 @@ GROUP_ID_NOT_FOUND = E.GroupIdNotFoundError.errno
 NON_EMPTY_GROUP = E.NonEmptyGroupError.errno
 GROUP_SUBSCRIBED_TO_TOPIC = E.GroupSubscribedToTopicError.errno
 TP = tuple[str, int]
+INVALID_REGULAR_EXPRESSION = 128      # Kafka's Errors.INVALID_REGULAR_EXPRESSION (no kafka-python class)
+
+
+@dataclass
+class ConsumerHeartbeatResult:
+    """What ConsumerGroupHeartbeat answers: an error (with Kafka's message) or the member's id, epoch and, when
+    the request was a full one or the assignment changed, its assignment."""
+
+    error: int = 0
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+def uuid_b64(rng: random.Random) -> str:
+    """A Kafka Uuid's string form (URL-safe base64 of 16 random bytes, no padding): a v0 member id."""
+    return base64.urlsafe_b64encode(rng.getrandbits(128).to_bytes(16, "big")).decode().rstrip("=")
+
+
+def check_consumer_settings(config: BrokerConfig) -> None:
+    """GroupCoordinatorConfig's requirements on the group.consumer.* settings (Kafka refuses to start)."""
+    c = config
+    pre = "group.consumer."
+    for what in ("session.timeout.ms", "heartbeat.interval.ms"):
+        lo, val, hi = c[f"{pre}min.{what}"], c[f"{pre}{what}"], c[f"{pre}max.{what}"]
+        if not lo <= val <= hi:
+            raise ConfigError(f"{pre}{what}={val} must be within [{pre}min.{what}={lo}, {pre}max.{what}={hi}]")
+    if c[f"{pre}heartbeat.interval.ms"] >= c[f"{pre}session.timeout.ms"]:
+        raise ConfigError(f"{pre}heartbeat.interval.ms must be less than {pre}session.timeout.ms")
+    unknown = [a for a in c[f"{pre}assignors"].split(",") if a.strip() and a.strip() not in ("uniform", "range")]
+    if unknown or not c[f"{pre}assignors"].strip():
+        raise ConfigError(f"{pre}assignors: only uniform and range are served, got {c[pre + 'assignors']!r}")
 
 
 def append_error(code: int) -> int:
@@ -214,6 +268,9 @@ class GroupCoordinator:
         # applied by the COMMIT marker, dropped by ABORT (pendingTransactionalOffsetCommits)
         self.pending_txn: dict[int, dict[int, dict[str, dict[TP, OffsetAndMetadata]]]] = {}
         self._tasks: set[asyncio.Task] = set()
+        self.assignors = [a.strip() for a in config["group.consumer.assignors"].split(",") if a.strip()]
+        self._cg_timers: dict[tuple[str, str, str], Timer] = {}   # (group, member, "session"|"rebalance")
+        check_consumer_settings(config)
 
     # -- ownership (GroupMetadataManager.loadGroupsForPartition / removeGroupsForPartition) --------------------
 
@@ -239,6 +296,10 @@ class GroupCoordinator:
         self.pending_txn.pop(index, None)
         for gid in [g for g in self.groups if self.partition_of(g) == index]:
             g = self.groups.pop(gid)
+            if isinstance(g, ConsumerGroup):
+                for mid in list(g.members):
+                    self._cancel_cg_timers(gid, mid)
+                continue
             for m in list(g.members.values()):
                 self._release(m, E.NotCoordinatorError.errno)
             for t in g.pending_members.values():
@@ -258,10 +319,23 @@ class GroupCoordinator:
         pending = self.uncommitted.setdefault(index, [])
         for offset, key, value in self.store.replay(index):
             gid = key.get("group")
+            if key.get("type") == "consumer_group" and value is not None:
+                old = self.groups.get(gid)
+                cg = old if isinstance(old, ConsumerGroup) else ConsumerGroup(gid)
+                if old is not None and old is not cg:
+                    cg.offsets = old.offsets
+                cg.group_epoch = cg.assignment_epoch = max(cg.group_epoch, value["group_epoch"])
+                cg.stored = True
+                self.groups[gid] = cg
+                continue
             if key.get("type") == "group":
                 if value is None:
                     self.groups.pop(gid, None)
                     continue
+                if isinstance(self.groups.get(gid), ConsumerGroup):    # became a classic group again
+                    classic = ClassicGroup(gid)
+                    classic.offsets = self.groups[gid].offsets
+                    self.groups[gid] = classic
                 g = self.groups.setdefault(gid, ClassicGroup(gid))
                 g.generation_id = value["generation"]
                 g.protocol_type = value.get("protocol_type")
@@ -553,6 +627,14 @@ class GroupCoordinator:
         if not (lo <= session_timeout_ms <= hi) and not self.faults.on("group.session_timeout_unchecked"):
             return JoinResult(E.InvalidSessionTimeoutError.errno, member_id=member_id)
         g = self.groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            if g.members:
+                # Kafka 4.4.0 admits classic members into a consumer group (group.consumer.migration.policy);
+                # the reference does not (GAPS.md)
+                return JoinResult(E.InconsistentGroupProtocolError.errno, member_id=member_id)
+            classic = ClassicGroup(group_id)         # an empty consumer group becomes a classic one
+            classic.offsets = g.offsets
+            g = self.groups[group_id] = classic
         if g is None:
             if member_id:
                 return JoinResult(E.UnknownMemberIdError.errno, member_id=member_id)
@@ -688,6 +770,8 @@ class GroupCoordinator:
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes]) -> tuple[int, bytes, ClassicGroup | None]:
         g = self.groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            return E.UnknownMemberIdError.errno, b"", None
         if g is None or g.state == EMPTY:
             return E.UnknownMemberIdError.errno, b"", g
         if g.state == DEAD:
@@ -773,6 +857,8 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
         """GroupMetadataManager.classicGroupHeartbeat."""
         g = self.groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            return E.UnknownMemberIdError.errno           # not a classic member (Kafka 4.4.0, as observed)
         if g is not None and member_id in g.expired and member_id not in g.members:
             return NONE                                   # group.expired_member_zombie
         if g is None or g.state == EMPTY:
@@ -802,7 +888,7 @@ class GroupCoordinator:
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """(top-level error, per-member errors). A static member may be removed by instance id alone."""
         g = self.groups.get(group_id)
-        if g is None:
+        if g is None or isinstance(g, ConsumerGroup):
             return NONE, [E.UnknownMemberIdError.errno for _ in members]
         if g.state == DEAD:
             return E.CoordinatorNotAvailableError.errno, []
@@ -833,6 +919,332 @@ class GroupCoordinator:
             errors.append(NONE)
         return NONE, errors
 
+
+    # -- ConsumerGroupHeartbeat (KIP-848; GroupMetadataManager.consumerGroupHeartbeat) --------------------------
+
+    def consumer_heartbeat(self, version: int, group_id: str, member_id: str, member_epoch: int,
+                           instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
+                           subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
+                           server_assignor: str | None, owned: Assignment | None, client_id: str,
+                           client_host: str, topics: dict[str, int]) -> ConsumerHeartbeatResult:
+        """One heartbeat; ``owned`` the partitions the member says it holds (None: not sent), ``topics`` every
+        non-internal topic with its partition count (the metadata the assignment is computed from)."""
+        bad = self.validate_consumer_heartbeat(version, group_id, member_id, member_epoch, instance_id, rack_id,
+                                               rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
+                                               server_assignor, owned)
+        if bad is not None:
+            return bad
+        if member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
+            return self._consumer_leave(group_id, member_id, instance_id, member_epoch, topics)
+        try:
+            return self._consumer_heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
+                                            rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
+                                            server_assignor, owned, client_id, client_host, topics)
+        except GroupError as e:
+            return ConsumerHeartbeatResult(e.code, str(e))
+
+    def validate_consumer_heartbeat(self, version, group_id, member_id, member_epoch, instance_id, rack_id,
+                                    rebalance_timeout_ms, names, regex, assignor,
+                                    owned) -> ConsumerHeartbeatResult | None:
+        """throwIfConsumerGroupHeartbeatRequestIsInvalid, in Kafka's order and words."""
+        def invalid(msg: str) -> ConsumerHeartbeatResult:
+            return ConsumerHeartbeatResult(E.InvalidRequestError.errno, msg)
+        if version >= 1 and not member_id:
+            return invalid("MemberId can't be empty.")
+        if not group_id:
+            return invalid("GroupId can't be empty.")
+        if instance_id == "":
+            return invalid("InstanceId can't be empty.")
+        if rack_id == "":
+            return invalid("RackId can't be empty.")
+        if member_epoch > 0 or member_epoch == LEAVE_EPOCH:
+            if not member_id:
+                return invalid("MemberId can't be empty.")
+        elif member_epoch == 0:
+            if rebalance_timeout_ms == -1:
+                return invalid("RebalanceTimeoutMs must be provided in first request.")
+            if owned is None or owned:
+                return invalid("TopicPartitions must be empty when (re-)joining.")
+            if names is None and regex is None:
+                return invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                               "(re-)joining.")
+        elif member_epoch == LEAVE_STATIC_EPOCH:
+            if not member_id:
+                return invalid("MemberId can't be empty.")
+            if instance_id is None:
+                return invalid("InstanceId can't be null.")
+        else:
+            return invalid("MemberEpoch is invalid.")
+        if regex:
+            try:
+                re.compile(regex)
+            except re.error as e:
+                return ConsumerHeartbeatResult(INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is "
+                                               f"not a valid regular expression: {e}.")
+        if assignor is not None and assignor not in self.assignors and not self.faults.on("consumer.any_assignor"):
+            return ConsumerHeartbeatResult(E.UnsupportedAssignorError.errno,
+                                           f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                                           f"{', '.join(self.assignors)}.")
+        return None
+
+    def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
+        """getOrMaybeCreateConsumerGroup: an empty classic group (offsets only) becomes a consumer group keeping
+        its offsets; a classic group with members is not a consumer group (online migration is a GAPS row)."""
+        g = self.groups.get(group_id)
+        if g is None and not create:
+            raise GroupError(E.GroupIdNotFoundError.errno, f"Consumer group {group_id} not found.")
+        if isinstance(g, ConsumerGroup):
+            return g
+        if g is not None and not (create and g.state in (EMPTY, DEAD)):
+            raise GroupError(E.GroupIdNotFoundError.errno, f"Group {group_id} is not a consumer group.")
+        cg = ConsumerGroup(group_id)
+        cg.regex_search = self.faults.on("consumer.regex_search")
+        if g is not None:
+            cg.offsets = g.offsets
+        self.groups[group_id] = cg
+        return cg
+
+    def _store_consumer_group(self, g: ConsumerGroup) -> None:
+        """Write the group's existence to its offsets partition (once), so a coordinator that takes over (failover,
+        restart) knows it: its members then get UNKNOWN_MEMBER_ID and rejoin, instead of GROUP_ID_NOT_FOUND, which
+        the Java client treats as fatal (AbstractHeartbeatRequestManager). Nobody waits for it."""
+        if g.stored:
+            return
+        try:
+            self._wrote(g.group_id, self.store.write_consumer_group(g.group_id, g.group_epoch), {})
+            g.stored = True
+        except AppendError as e:
+            log.warning("group %s: consumer group not stored: %s", g.group_id, e)
+
+    def _consumer_heartbeat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                            names, regex, assignor, owned, client_id, client_host,
+                            topics) -> ConsumerHeartbeatResult:
+        create = member_epoch == 0
+        existed = group_id in self.groups
+        g = self._consumer_group(group_id, create)
+        try:
+            r = self._consumer_heartbeat_in(g, member_id, member_epoch, instance_id, rack_id,
+                                            rebalance_timeout_ms, names, regex, assignor, owned, client_id,
+                                            client_host, topics)
+            self._store_consumer_group(g)
+            return r
+        except GroupError:
+            if not existed and not g.members and self.groups.get(group_id) is g:
+                del self.groups[group_id]       # a group created by a refused join leaves no trace
+            raise
+
+    def _consumer_heartbeat_in(self, g: ConsumerGroup, member_id, member_epoch, instance_id, rack_id,
+                               rebalance_timeout_ms, names, regex, assignor, owned, client_id, client_host,
+                               topics) -> ConsumerHeartbeatResult:
+        cfg = self.config
+        if len(g.members) >= cfg["group.consumer.max.size"] and (not member_id or member_id not in g.members):
+            raise GroupError(E.GroupMaxSizeReachedError.errno, "The consumer group has reached its maximum "
+                             f"capacity of {cfg['group.consumer.max.size']} members.")
+        if not member_id:
+            member_id = str(uuid_b64(self.rng))              # v0: the coordinator names the member
+        owned_set = partitions_of(owned) if owned is not None else None
+        replaced: ConsumerMember | None = None
+        if instance_id is None:
+            member = g.members.get(member_id)
+            if member is None:
+                if member_epoch != 0:
+                    raise GroupError(E.UnknownMemberIdError.errno,
+                                     f"Member {member_id} is not a member of group {g.group_id}.")
+                member = ConsumerMember(member_id)
+            elif member_epoch == 0:
+                member = self._rejoined(g, member)
+            else:
+                self._check_epoch(member, member_epoch, owned_set)
+        else:
+            existing_id = g.static_members.get(instance_id)
+            existing = g.members.get(existing_id) if existing_id is not None else None
+            if member_epoch == 0:
+                if existing is None:
+                    member = g.members.get(member_id) or ConsumerMember(member_id)
+                elif existing.epoch != LEAVE_STATIC_EPOCH and not self.faults.on("consumer.static_replace_live"):
+                    raise GroupError(E.UnreleasedInstanceIdError.errno,
+                                     f"Static member {existing.member_id} with instance id {instance_id} is not "
+                                     "released yet.")
+                else:
+                    # the new instance takes over the old one's assignment (ConsumerGroupMember.Builder(existing,
+                    # memberId) with epoch 0): no rebalance
+                    replaced = existing
+                    member = ConsumerMember(**{**existing.__dict__, "member_id": member_id, "epoch": 0,
+                                                "previous_epoch": 0})
+            else:
+                if existing is None:
+                    raise GroupError(E.UnknownMemberIdError.errno,
+                                     f"Instance id {instance_id} is unknown.")
+                if existing.member_id != member_id:
+                    raise GroupError(E.FencedInstanceIdError.errno,
+                                     f"Static member {member_id} with instance id {instance_id} was fenced by "
+                                     f"member {existing.member_id}.")
+                member = existing
+                self._check_epoch(member, member_epoch, owned_set)
+        updated = ConsumerMember(**{**member.__dict__})
+        if instance_id is not None:
+            updated.instance_id = instance_id
+        if rack_id is not None:
+            updated.rack_id = rack_id
+        if rebalance_timeout_ms != -1:
+            updated.rebalance_timeout_ms = rebalance_timeout_ms
+        if assignor is not None:
+            updated.server_assignor = assignor
+        if names is not None:
+            updated.subscribed_topic_names = sorted(set(names))
+        if regex is not None:
+            updated.subscribed_topic_regex = regex or None
+        updated.client_id, updated.client_host = client_id, client_host
+        is_new = member_id not in g.members and replaced is None
+        bump = is_new or (updated.subscribed_topic_names != member.subscribed_topic_names
+                          or updated.subscribed_topic_regex != member.subscribed_topic_regex)
+        if replaced is not None:
+            target = g.target.get(replaced.member_id, {})
+            g.remove_member(replaced.member_id)
+            self._cancel_cg_timers(g.group_id, replaced.member_id)
+            g.target[member_id] = target
+        g.put_member(updated)
+        metadata = self._subscription_metadata(g, topics)
+        if self.faults.on("consumer.metadata_not_refreshed") and not bump:
+            metadata = g.subscription_metadata
+        if metadata != g.subscription_metadata:
+            g.subscription_metadata = metadata
+            bump = True
+        chosen = self._group_assignor(g)
+        if bump or chosen != g.assignor:          # another assignor is another target: a new group epoch
+            g.group_epoch += 1
+        if g.group_epoch > g.assignment_epoch:
+            g.compute_target(topics, chosen)
+        target = g.target.get(member_id, {})
+        before = g.members[member_id]
+        after = reconcile(before, g.assignment_epoch, target, g.partition_epoch, owned_set,
+                          revoke_first=not self.faults.on("consumer.assign_before_revoke"))
+        if after is not before:
+            g.put_member(after)
+            if after.state == UNREVOKED and not self.faults.on("consumer.no_rebalance_timeout"):
+                if before.state != UNREVOKED or before.epoch != after.epoch:
+                    self._cg_timer(g, member_id, "rebalance", after.rebalance_timeout_ms, after.epoch)
+            else:
+                self._cancel_cg_timer(g.group_id, member_id, "rebalance")
+        self._cg_timer(g, member_id, "session", self._session_ms(), None)
+        full = member_epoch == 0 or (rebalance_timeout_ms != -1 and names is not None and owned is not None)
+        changed = after.assigned != before.assigned
+        if member_epoch == 0 and self.faults.on("consumer.join_answer_no_assignment"):
+            full = changed = False
+        return ConsumerHeartbeatResult(
+            NONE, None, member_id, after.epoch, cfg["group.consumer.heartbeat.interval.ms"],
+            {t: set(ps) for t, ps in after.assigned.items()} if full or changed else None)
+
+    def _rejoined(self, g: ConsumerGroup, member: ConsumerMember) -> ConsumerMember:
+        """A known member joining again with epoch 0 (it lost its state, e.g. after FENCED_MEMBER_EPOCH): it holds
+        nothing any more, so its partitions are released and it reconciles from scratch (Kafka 4.4.0 accepts it)."""
+        fresh = ConsumerMember(**{**member.__dict__, "epoch": 0, "previous_epoch": 0, "state": "STABLE",
+                                  "assigned": {}, "pending_revocation": {},
+                                  "assigned_epochs": {}})
+        g.put_member(fresh)
+        return fresh
+
+    def _check_epoch(self, member: ConsumerMember, epoch: int, owned: set[TP] | None) -> None:
+        """throwIfConsumerGroupMemberEpochIsInvalid: a greater epoch is fenced; a smaller one only passes when it
+        is the previous epoch and the member owns no more than its assignment (the answer that bumped it may
+        have been lost)."""
+        if self.faults.on("consumer.accept_any_epoch"):
+            return
+        if epoch > member.epoch:
+            raise GroupError(E.FencedMemberEpochError.errno, f"The consumer group member has a greater member "
+                             f"epoch ({epoch}) than the one known by the group coordinator ({member.epoch}). The "
+                             "member must abandon all its partitions and rejoin.")
+        if epoch < member.epoch and (epoch != member.previous_epoch or owned is None
+                                     or not owned <= partitions_of(member.assigned)):
+            raise GroupError(E.FencedMemberEpochError.errno, f"The consumer group member has a smaller member "
+                             f"epoch ({epoch}) than the one known by the group coordinator ({member.epoch}). The "
+                             "member must abandon all its partitions and rejoin.")
+
+    def _subscription_metadata(self, g: ConsumerGroup, topics: dict[str, int]) -> dict[str, int]:
+        return {t: topics[t] for t in g.subscribed_topics(topics) if t in topics}
+
+    def _group_assignor(self, g: ConsumerGroup) -> str:
+        """ConsumerGroup.computePreferredServerAssignor: the assignor most members ask for, else the default."""
+        votes: dict[str, int] = {}
+        for m in g.members.values():
+            if m.server_assignor in self.assignors:
+                votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
+        if not votes:
+            return self.assignors[0]
+        return max(sorted(votes), key=lambda a: votes[a])
+
+    def _session_ms(self) -> int:
+        ms = self.config["group.consumer.session.timeout.ms"]
+        if self.faults.on("consumer.session_expires_early"):
+            return ms // 2
+        return ms * 4 if self.faults.on("consumer.session_never_expires") else ms
+
+    def _cg_timer(self, g: ConsumerGroup, member_id: str, kind: str, ms: int, epoch: int | None) -> None:
+        self._cancel_cg_timer(g.group_id, member_id, kind)
+        self._cg_timers[(g.group_id, member_id, kind)] = self._later(
+            ms, self._on_cg_timeout, g, member_id, kind, epoch)
+
+    def _cancel_cg_timer(self, group_id: str, member_id: str, kind: str) -> None:
+        t = self._cg_timers.pop((group_id, member_id, kind), None)
+        if t is not None:
+            t.cancel()
+
+    def _cancel_cg_timers(self, group_id: str, member_id: str) -> None:
+        for kind in ("session", "rebalance"):
+            self._cancel_cg_timer(group_id, member_id, kind)
+
+    def _on_cg_timeout(self, g: ConsumerGroup, member_id: str, kind: str, epoch: int | None) -> None:
+        """Session expiry, or a member that did not revoke within its rebalance timeout: it is fenced (removed)
+        and the group epoch bumped so the others take its partitions (GroupMetadataManager.
+        consumerGroupFenceMember)."""
+        self._cg_timers.pop((g.group_id, member_id, kind), None)
+        m = g.members.get(member_id)
+        if self.groups.get(g.group_id) is not g or m is None:
+            return
+        if kind == "rebalance" and (m.state != UNREVOKED or m.epoch != epoch):
+            return
+        log.info("group %s: consumer member %s fenced (%s timeout)", g.group_id, member_id, kind)
+        self._fence_member(g, member_id)
+
+    def _fence_member(self, g: ConsumerGroup, member_id: str, topics: dict[str, int] | None = None) -> None:
+        self._cancel_cg_timers(g.group_id, member_id)
+        g.remove_member(member_id)
+        g.group_epoch += 1
+        known = topics if topics is not None else g.subscription_metadata
+        g.subscription_metadata = self._subscription_metadata(g, known)
+        g.compute_target(known, self._group_assignor(g))
+
+    def _consumer_leave(self, group_id: str, member_id: str, instance_id: str | None, epoch: int,
+                        topics: dict[str, int]) -> ConsumerHeartbeatResult:
+        """consumerGroupLeave: -1 removes the member (the group rebalances); -2 (static) keeps its assignment for
+        the instance's next member until the session times out."""
+        g = self.groups.get(group_id)
+        if not isinstance(g, ConsumerGroup):
+            return ConsumerHeartbeatResult(E.GroupIdNotFoundError.errno, f"Consumer group {group_id} not found.")
+        if instance_id is not None:
+            mid = g.static_members.get(instance_id)
+            if mid is None:
+                return ConsumerHeartbeatResult(E.UnknownMemberIdError.errno, f"Instance id {instance_id} is unknown.")
+            if mid != member_id:
+                return ConsumerHeartbeatResult(E.FencedInstanceIdError.errno, f"Static member {member_id} with "
+                                               f"instance id {instance_id} was fenced by member {mid}.")
+        m = g.members.get(member_id)
+        if m is None:
+            return ConsumerHeartbeatResult(E.UnknownMemberIdError.errno,
+                                           f"Member {member_id} is not a member of group {group_id}.")
+        if epoch == LEAVE_STATIC_EPOCH and not self.faults.on("consumer.static_leave_is_leave"):
+            g.members[member_id] = ConsumerMember(**{**m.__dict__, "epoch": LEAVE_STATIC_EPOCH})
+            self._cancel_cg_timer(group_id, member_id, "rebalance")
+            self._cg_timer(g, member_id, "session", self._session_ms(), None)
+        elif self.faults.on("consumer.leave_no_rebalance"):
+            self._cancel_cg_timers(group_id, member_id)
+            g.remove_member(member_id)
+        else:
+            self._fence_member(g, member_id, topics)
+            if self.faults.on("consumer.group_epoch_reset_on_leave"):
+                g.group_epoch = g.assignment_epoch = len(g.members)
+        return ConsumerHeartbeatResult(NONE, None, member_id, epoch, 0, None)
+
     # -- offsets ----------------------------------------------------------------------------------------------
 
     def validate_commit(self, group_id: str, generation_id: int, member_id: str,
@@ -844,6 +1256,8 @@ class GroupCoordinator:
         and neither the group's state (no member id: no UNKNOWN_MEMBER_ID) nor a rebalance being completed
         refuses the commit."""
         g = self.groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            return self._validate_consumer_commit(g, generation_id, member_id, version, transactional), g
         if g is None:
             if generation_id < 0:
                 g = self.groups[group_id] = ClassicGroup(group_id)   # a "simple" group: offsets only
@@ -871,6 +1285,51 @@ class GroupCoordinator:
         if g.state == PREPARING and self.faults.on("group.commit_in_preparing_refused"):
             return E.RebalanceInProgressError.errno, g
         return NONE, g
+
+    def _validate_consumer_commit(self, g: ConsumerGroup, epoch: int, member_id: str, version: int,
+                                  transactional: bool) -> int:
+        """ConsumerGroup.validateOffsetCommit / validateTransactionalOffsetCommit (Kafka 4.4.0, as observed): an
+        empty group takes commits without a member (epoch < 0); otherwise the member must exist (UNKNOWN_MEMBER_ID),
+        commit with OffsetCommit v9+ (UNSUPPORTED_VERSION) and name its current member epoch
+        (STALE_MEMBER_EPOCH, whatever the direction of the difference)."""
+        if epoch < 0 and (not g.members or (transactional and not member_id)):
+            return NONE
+        m = g.members.get(member_id)
+        if m is None:
+            return E.UnknownMemberIdError.errno
+        if not transactional and version < 9:
+            return E.UnsupportedVersionError.errno
+        if epoch > m.epoch and not self.faults.on("consumer.commit_ignores_member_epoch"):
+            return E.StaleMemberEpochError.errno
+        return NONE
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, epoch: int) -> int:
+        """OffsetFetch v9+: ConsumerGroup.validateOffsetFetch (Kafka 4.4.0) — no member id and a negative epoch is an
+        admin; otherwise the member must exist at exactly that epoch. Classic and unknown groups: no check."""
+        g = self.groups.get(group_id)
+        if not isinstance(g, ConsumerGroup) or (member_id is None and epoch < 0):
+            return NONE
+        m = g.members.get(member_id or "")
+        if m is None:
+            return E.UnknownMemberIdError.errno
+        if epoch != m.epoch and not self.faults.on("consumer.commit_ignores_member_epoch"):
+            return E.StaleMemberEpochError.errno
+        return NONE
+
+    def consumer_commit_partition_error(self, g: ConsumerGroup | ClassicGroup, member_id: str, epoch: int,
+                                        tp: TP) -> int:
+        """ConsumerGroup's per-partition check of a commit with an older member epoch (Kafka 4.4.0's
+        createAssignmentEpochValidator, read from its behaviour): the partition must be assigned to (or being
+        revoked from) the member since an epoch no later than the one committed with, else STALE_MEMBER_EPOCH."""
+        if not isinstance(g, ConsumerGroup) or self.faults.on("consumer.commit_ignores_member_epoch"):
+            return NONE
+        m = g.members.get(member_id)
+        if m is None or epoch < 0 and not g.members or epoch >= m.epoch:
+            return NONE
+        since = m.assigned_epochs.get(tp)
+        if since is None or epoch < since:
+            return E.StaleMemberEpochError.errno
+        return NONE
 
     async def commit(self, g: ClassicGroup, offsets: dict[TP, OffsetAndMetadata]) -> int:
         """Append the commit to the group's offsets partition and wait until it is committed; 0 or the error for
@@ -938,6 +1397,9 @@ class GroupCoordinator:
         assignment in every state — the last generation's, kept through PreparingRebalance and CompletingRebalance
         until a rebalance starts from CompletingRebalance or storing the next one fails (both clear it)."""
         g = self.groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            # GroupMetadataManager.describeGroups: not a classic group → Dead (v6+: GROUP_ID_NOT_FOUND)
+            return {"state": DEAD, "protocol_type": "", "protocol": "", "members": []}
         if g is None:
             dead = EMPTY if self.faults.on("group.describe_unknown_empty") else DEAD
             return {"state": dead, "protocol_type": "", "protocol": "", "members": []}
@@ -961,12 +1423,17 @@ class GroupCoordinator:
             end = self.store.delete_group(group_id, list(g.offsets))
         except AppendError as e:
             return append_error(e.code)
-        g.state = DEAD
+        if isinstance(g, ConsumerGroup):
+            g.dead = True
+        else:
+            g.state = DEAD
         del self.groups[group_id]
         return await self._committed(self._wrote(group_id, end, dict(g.offsets)), end)
 
     def subscribed_topics(self, g: ClassicGroup) -> set[str] | None:
         """Topics the group's members subscribe to (consumer protocol), or None if unknown."""
+        if isinstance(g, ConsumerGroup):
+            return set(g.subscription_metadata) | {t for m in g.members.values() for t in m.subscribed_topic_names}
         if g.protocol_type != "consumer" or g.protocol_name is None:
             return None
         from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Sub

@@ -164,6 +164,11 @@ class OffsetStore:
                                 {"generation": generation, "protocol_type": protocol_type,
                                  "protocol_name": protocol_name})])
 
+    def write_consumer_group(self, group_id: str, group_epoch: int) -> int:
+        """A KIP-848 consumer group exists (Kafka writes ConsumerGroupMetadata records; only the group's existence
+        and epoch are kept here: a new coordinator knows the group, its members rejoin)."""
+        return self._write(group_id, [({"type": "consumer_group", "group": group_id}, {"group_epoch": group_epoch})])
+
     def delete_group(self, group_id: str, tps: list[tuple[str, int]]) -> int:
         entries: list[tuple[dict, dict | None]] = [
             ({"type": "offset", "group": group_id, "topic": t, "partition": p}, None) for t, p in tps]

@@ -66,10 +66,14 @@ def txn_producer_props(cfg: ClientConfig) -> dict[str, str]:
 
 def consumer_props(cfg: ClientConfig) -> dict[str, str]:
     """KafkaConsumer settings: the other stacks' group timing; blocking calls (commitSync, position) bounded by
-    default.api.timeout.ms = 10 s instead of 60 s so a consumer keeps polling through faults."""
+    default.api.timeout.ms = 10 s instead of 60 s so a consumer keeps polling through faults. With
+    ``group.protocol=consumer`` (KIP-848) the session and heartbeat timing are the broker's: the Java client refuses
+    session.timeout.ms / heartbeat.interval.ms then (ConsumerConfig), so they are not set."""
+    timing = {} if cfg.extra.get("group.protocol", "classic").lower() == "consumer" else {
+        "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
     return {"bootstrap.servers": cfg.bootstrap, "group.id": cfg.group,
             "enable.auto.commit": str(cfg.commit == "auto").lower(), "auto.commit.interval.ms": "1000",
-            "auto.offset.reset": "earliest", "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000",
+            "auto.offset.reset": "earliest", **timing,
             "request.timeout.ms": str(max(int(cfg.timeout_s * 1000), 6000)), "default.api.timeout.ms": "10000",
             **({"isolation.level": cfg.isolation} if cfg.isolation else {}), **cfg.extra}
 

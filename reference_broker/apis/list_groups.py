@@ -1,7 +1,9 @@
 """ListGroups (key 16), v0–v5.
 
-Behavior: every classic group this coordinator knows (including offsets-only "simple" groups), with state
-(v4+) and type "classic" (v5+); states_filter / types_filter (case-insensitive, as Kafka) narrow the list.
+Behavior: every group this coordinator knows (including offsets-only "simple" groups), with state (v4+) and type
+(v5+): "classic", or "consumer" for KIP-848 consumer groups (protocol type "consumer", states Empty / Assigning /
+Reconciling / Stable, as Kafka 4.4.0 lists them); states_filter / types_filter (case-insensitive, as Kafka)
+narrow the list.
 """
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ async def handle(ctx: BrokerContext, req):
     for gid, g in sorted(ctx.broker.groups.groups.items()):
         if states and g.state.lower() not in states:
             continue
-        if types and "classic" not in types:
+        kind = getattr(g, "group_type", "classic")
+        if types and kind not in types:
             continue
         groups.append(ListGroupsResponse.ListedGroup(group_id=gid, protocol_type=g.protocol_type or "",
-                                                     group_state=g.state, group_type="classic"))
+                                                     group_state=g.state, group_type=kind))
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)

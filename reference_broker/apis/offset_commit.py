@@ -72,7 +72,10 @@ async def handle(ctx: BrokerContext, req):
             code = err
             if b.image.partition(t.name, p.partition_index) is None:
                 code = E.UnknownTopicOrPartitionError.errno
-            elif not code:
+            elif not code and g is not None:
+                code = b.groups.consumer_commit_partition_error(g, req.member_id, req.generation_id_or_member_epoch,
+                                                                (t.name, p.partition_index))
+            if not code and b.image.partition(t.name, p.partition_index) is not None:
                 if metadata_too_large(p.committed_metadata, b.faults):
                     code = E.OffsetMetadataTooLargeError.errno
                 else:

@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), v1–v8.
+"""OffsetFetch (key 9), v1–v9.
 
 Behavior: committed offset, leader epoch (v5+) and metadata per partition; offset -1, epoch -1, metadata "" when
 nothing is committed — also for unknown groups, topics and partitions, with no error (OffsetMetadataManager.
@@ -9,7 +9,9 @@ CoordinatorRuntime reads at the last committed offset): a commit not yet replica
 state, as Kafka does by scheduling it as a write; a timeout answers NOT_COORDINATOR
 (GroupCoordinatorService.handleOffsetFetchException). With require_stable, a partition with a transactional offset
 commit waiting for its marker answers UNSTABLE_OFFSET_COMMIT, offset -1 (KIP-447,
-OffsetMetadataManager.fetchOffsets: hasPendingTransactionalOffsets).
+OffsetMetadataManager.fetchOffsets: hasPendingTransactionalOffsets). v9 (KIP-848) names the member: for a consumer
+group, a member id other than null (with epoch < 0: an admin) must be a member (UNKNOWN_MEMBER_ID) at exactly that
+epoch (STALE_MEMBER_EPOCH) (ConsumerGroup.validateOffsetFetch); classic groups do not check it.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from ..group_coordinator import append_error
 from ..registry import handles
 
 API_KEY = 9
-VERSIONS = (1, 8)
+VERSIONS = (1, 9)
 
 
 async def _stable_error(b, group_id: str, require_stable: bool) -> int:
@@ -69,7 +71,10 @@ async def handle(ctx: BrokerContext, req):
         P = T.OffsetFetchResponsePartitions
         groups = []
         for g in req.groups:
-            err = await b.coordinator_error(g.group_id) or await _stable_error(b, g.group_id, req.require_stable)
+            err = await b.coordinator_error(g.group_id)
+            if not err and ctx.api_version >= 9:
+                err = b.groups.validate_offset_fetch(g.group_id, g.member_id, g.member_epoch)
+            err = err or await _stable_error(b, g.group_id, req.require_stable)
             groups.append(G(group_id=g.group_id, error_code=err, topics=[] if err else [
                 T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                                         error_code=pe) for p, o, e, m, pe in parts])

@@ -94,6 +94,7 @@ def test_fetch_and_offsets_suites_pass_against_reference(tmp_path: Path) -> None
 
 # (fault switch, suite, -k expression selecting the checks of the rule and a neighbour, rule that must diverge,
 #  rules among the selected checks that must still pass)
+CGP = "conformance/suites/test_consumer_protocol.py"
 FAULTS = [
     ("fetch.min_bytes_exclusive", FETCH, "min_bytes", "FETCH-MINBYTES-GE", set()),
     ("fetch.no_wake_on_append", FETCH, "wakes_on_append or max_wait_honoured", "FETCH-WAKE-ON-APPEND",
@@ -346,6 +347,29 @@ FAULTS = [
     ("txn.tv2_timeout_double_bump", TXN, "tv2_timeout_abort_epoch", "TXN-TV2-TIMEOUT-EPOCH", set()),
     ("txn.markers_not_pending", TXN, "end_and_init_while_markers_pending", "TXN-CONCURRENT-END", set()),
     ("txn.complete_gives_up", TXN, "complete_after", "TXN-COMPLETE-LIVENESS", set()),
+    # KIP-848 consumer groups (issue 26): each switch against its rule's check and a neighbour that must still pass
+    ("consumer.join_answer_no_assignment", CGP, "join_gets or unsupported_assignor", "CGP-JOIN-ASSIGNMENT",
+     {"CGP-UNSUPPORTED-ASSIGNOR"}),
+    ("consumer.assign_before_revoke", CGP, "revoke_before_assign or test_leave", "CGP-REVOKE-BEFORE-ASSIGN",
+     {"CGP-LEAVE"}),
+    ("consumer.accept_any_epoch", CGP, "fenced_member_epoch or test_leave", "CGP-FENCED-EPOCH", {"CGP-LEAVE"}),
+    ("consumer.session_never_expires", CGP, "session_expiry or test_leave", "CGP-SESSION-EXPIRY", {"CGP-LEAVE"}),
+    ("consumer.session_expires_early", CGP, "session_expiry or test_leave", "CGP-SESSION-EXPIRY", {"CGP-LEAVE"}),
+    ("consumer.leave_no_rebalance", CGP, "test_leave or join_gets", "CGP-LEAVE", {"CGP-JOIN-ASSIGNMENT"}),
+    ("consumer.group_epoch_reset_on_leave", CGP, "epochs_only_grow or fenced_member_epoch", "CGP-EPOCHS-GROW",
+     {"CGP-FENCED-EPOCH"}),
+    ("consumer.static_replace_live", CGP, "static_instance or unsupported_assignor", "CGP-STATIC-UNRELEASED",
+     {"CGP-UNSUPPORTED-ASSIGNOR"}),
+    ("consumer.any_assignor", CGP, "unsupported_assignor or static_instance", "CGP-UNSUPPORTED-ASSIGNOR",
+     {"CGP-STATIC-UNRELEASED"}),
+    ("consumer.no_rebalance_timeout", CGP, "rebalance_timeout or test_leave", "CGP-REBALANCE-TIMEOUT", {"CGP-LEAVE"}),
+    ("consumer.metadata_not_refreshed", CGP, "topic_created or join_gets", "CGP-TOPIC-CREATED",
+     {"CGP-JOIN-ASSIGNMENT"}),
+    ("consumer.static_leave_is_leave", CGP, "static_rejoin or static_instance", "CGP-STATIC-REJOIN",
+     {"CGP-STATIC-UNRELEASED"}),
+    ("consumer.regex_search", CGP, "regex or topic_created", "CGP-REGEX", {"CGP-TOPIC-CREATED"}),
+    ("consumer.commit_ignores_member_epoch", CGP, "offset_commit_member_epoch or join_gets", "CGP-OFFSET-STALE-EPOCH",
+     {"CGP-JOIN-ASSIGNMENT"}),
 ]
 
 
@@ -364,6 +388,7 @@ def test_faults_table_is_the_rule_switch_matrix() -> None:
         test_topics,
         test_transactions,
     )
+    __import__("conformance.suites.test_consumer_protocol")    # declares the CGP rules (KIP-848)
 
     assert set(BREAKS) <= set(SWITCHES), f"unknown switches: {set(BREAKS) - set(SWITCHES)}"
     rows = {(f, d) for f, _s, _k, d, _p in FAULTS}
@@ -437,6 +462,16 @@ def test_rebalance_suite_passes_on_the_reference(tmp_path: Path) -> None:
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "rebalance"}
     assert declared == set(by_rule(doc)) and len(declared) >= 23, declared ^ set(by_rule(doc))
     assert doc["duration_s"] < 90, f"the rebalance suite took {doc['duration_s']} s against the reference broker"
+
+
+def test_consumer_protocol_suite_passes_on_the_reference(tmp_path: Path) -> None:
+    """KIP-848 (issue 26): every consumer_protocol rule runs (none skipped) and passes, in bounded wall time."""
+    doc = run_suites(tmp_path, [CGP])
+    outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
+    assert all(o == "pass" for o, _ in outcomes.values()), outcomes
+    declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "consumer_protocol"}
+    assert declared == set(by_rule(doc)) and len(declared) >= 13, declared ^ set(by_rule(doc))
+    assert doc["duration_s"] < 90, f"the consumer_protocol suite took {doc['duration_s']} s against the reference"
 
 
 def _row_ids() -> list[str]:
