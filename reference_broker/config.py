@@ -62,6 +62,15 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # epoch per transaction (EndTxn v5) and add partitions through Produce v12; 0/1 keep them on the classic protocol
     "transaction.version": (int, 2),
     "cluster.id": (str, "reference-cluster-0000"),
+    # the metadata quorum (KIP-595), Kafka's QuorumConfig names and defaults: "ID@HOST:PORT,..." of the controller
+    # voters (empty: a single controller, no Raft), and the Raft timers
+    "controller.quorum.voters": (str, ""),
+    "controller.quorum.election.timeout.ms": (int, 1_000),
+    "controller.quorum.election.backoff.max.ms": (int, 1_000),
+    "controller.quorum.fetch.timeout.ms": (int, 2_000),
+    "controller.quorum.request.timeout.ms": (int, 2_000),
+    "controller.quorum.retry.backoff.ms": (int, 20),
+    "controller.quorum.append.linger.ms": (int, 25),
 }
 
 

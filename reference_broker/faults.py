@@ -317,6 +317,15 @@ FAULTS: dict[str, str] = {
                                        "last marker (Kafka: TRANSACTION_COORDINATOR_FENCED when older, "
                                        "ProducerAppendInfo.checkCoordinatorEpoch), so a zombie coordinator's marker "
                                        "completes a transaction — breaks TXN-MARKER-COORDINATOR-EPOCH",
+    # the controller quorum (KIP-595; tests/cluster/test_controller_quorum.py)
+    "quorum.follower_acts_active": "a controller that is not the Raft leader acts as the active controller: it "
+                                   "answers broker and admin requests and applies their records to its own image "
+                                   "without Raft (Kafka: NOT_CONTROLLER, only the leader is active) — breaks "
+                                   "QUORUM-ONLY-LEADER-ACTIVE",
+    "quorum.no_session_rearm": "a controller that becomes active does not give the registered live brokers fresh "
+                               "sessions, so a broker that died before it became active is never fenced and its "
+                               "partitions keep a dead leader (Kafka: BrokerHeartbeatManager tracks every active "
+                               "broker from activation) — breaks QUORUM-FAILOVER-RESUMES-FENCING",
 }
 
 

@@ -1,7 +1,9 @@
 """The controller as a network service: a QuorumController on its own listener, serving the CONTROLLER registry.
 
 Runs inside the controller process (``python -m reference_broker controller``) or, for a single broker, in the
-same process as that broker (KRaft's combined mode, ``process.roles=broker,controller``).
+same process as that broker (KRaft's combined mode, ``process.roles=broker,controller``). With
+controller.quorum.voters naming several controllers, it is one voter of a Raft quorum (controller/quorum.py): its
+metadata log is Raft's, its election state in ``quorum-state`` beside it, and only the leader is active.
 """
 from __future__ import annotations
 
@@ -9,13 +11,15 @@ import random
 from pathlib import Path
 
 from ..clock import Clock
-from ..config import BrokerConfig
+from ..config import BrokerConfig, ConfigError
 from ..datadir import prepare_data_dir
 from ..log.base import Log
 from ..log.memory import MemoryLog
 from ..metadata.records import METADATA_TOPIC
+from ..raft import FileQuorumStateStore, MemoryQuorumStateStore, QuorumStateStore
 from ..registry import CONTROLLER
 from ..server import Server
+from .quorum import KafkaMetadataLog, RaftDriver, parse_voters, raft_config
 from .quorum_controller import QuorumController
 
 
@@ -36,7 +40,19 @@ class ControllerService:
         if data_dir is not None:
             prepare_data_dir(data_dir)
         self.metadata_log = open_metadata_log(data_dir, config, clock)
-        self.controller = QuorumController(config, self.metadata_log, clock, rng, faults)
+        self.raft: RaftDriver | None = None
+        voters = parse_voters(config["controller.quorum.voters"])
+        if voters and config["node.id"] not in voters:
+            raise ConfigError(f"node.id {config['node.id']} is not one of controller.quorum.voters "
+                              f"{sorted(voters)} (observer controllers are not supported)")
+        self.controller = QuorumController(config, self.metadata_log, clock, rng, faults, quorum=bool(voters))
+        if voters:
+            store: QuorumStateStore = (FileQuorumStateStore(str(data_dir / "quorum-state")) if data_dir is not None
+                                       else MemoryQuorumStateStore())
+            self.raft = RaftDriver(raft_config(config, config["node.id"], tuple(sorted(voters))), voters,
+                                   KafkaMetadataLog(self.metadata_log, clock), store, rng, clock, self.controller,
+                                   config["cluster.id"])
+            self.controller.attach_raft(self.raft)
         self.server = Server(self, CONTROLLER)
         self.host = "127.0.0.1"
         self.port = 0
@@ -45,10 +61,14 @@ class ControllerService:
         self.port = await self.server.start(host, port)
         self.host = host
         self.controller.start_ticker()
+        if self.raft is not None:
+            self.raft.start()
         return self.port
 
     async def stop(self) -> None:
         self.controller.stop()
+        if self.raft is not None:
+            await self.raft.stop(resign=True)     # graceful: EndQuorumEpoch, so a successor stands at once
         await self.server.stop()
         self.metadata_log.flush()
         self.metadata_log.close()

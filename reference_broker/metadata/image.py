@@ -153,6 +153,8 @@ class MetadataImage:
             if t is not None:
                 self.topics.pop(t.name, None)
                 delta.removed_topics.append(t)
+        elif kind == "leader_change":
+            pass    # the Raft leader's control record (KIP-595): an offset in the log, nothing in the image
         else:
             raise ValueError(f"unknown metadata record type {kind!r} at offset {offset}")
         return delta

@@ -15,6 +15,7 @@ difference (GAPS.md): JSON values in ordinary v2 record batches instead of Kafka
 | partition       | PartitionRecord            | topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch |
 | partition_change| PartitionChangeRecord      | the same fields, the partition's whole new state                    |
 | remove_topic    | RemoveTopicRecord          | topic_id                                                             |
+| leader_change   | LeaderChangeMessage (control) | leader_id, voters: a new Raft leader's first record; images skip it |
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ METADATA_TOPIC = "__cluster_metadata"
 NO_LEADER = -1
 
 RECORD_TYPES = frozenset({"register_broker", "fence_broker", "unfence_broker", "controlled_shutdown", "topic",
-                          "partition", "partition_change", "remove_topic"})
+                          "partition", "partition_change", "remove_topic", "leader_change"})
 
 
 def encode_batch(records: list[dict], timestamp_ms: int) -> bytes:
