@@ -143,11 +143,17 @@ class ControllerLink:
         for attempt in range(attempts):
             idx = sel.index
             addr = sel.addresses[idx]
-            try:
-                if self.conn is None or self.conn.closed or self._conn_addr != addr:
-                    await self.close()
+            if self.conn is None or self.conn.closed or self._conn_addr != addr:
+                await self.close()
+                try:
                     self.conn = await Connection.connect(*addr, client_id=self.client_id, timeout=3.0)
-                    self._conn_addr = addr
+                except (OSError, TimeoutError):
+                    if len(sel.addresses) == 1 or attempt == attempts - 1:
+                        raise
+                    sel.move_on(idx)        # nothing was sent: try the next controller at once
+                    continue
+                self._conn_addr = addr
+            try:
                 body = (await self.conn.request(msg, version, timeout=timeout)).body
             except BaseException:
                 await self.close()

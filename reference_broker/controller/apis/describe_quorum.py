@@ -4,8 +4,9 @@ Behavior (KafkaRaftClient.handleDescribeQuorumRequest): only the Raft leader des
 controller answers NOT_LEADER_OR_FOLLOWER for ``__cluster_metadata``-0, with the leader and epoch it knows. The
 leader lists the voters (itself first, its fetch and caught-up timestamps now, as Kafka reports them) and the observers (the brokers fetching the metadata), each with its last known log
 end offset (its last fetch offset), last fetch and last caught-up wall times, the high watermark and the leader
-epoch; v2 adds every voter's CONTROLLER listener. A controller without a quorum answers as the leader of a
-one-voter quorum (Kafka's single combined node is one too).
+epoch; v2 adds every voter's CONTROLLER listener. A single controller (no controller.quorum.voters) is no quorum:
+it answers with leader -1 and no voters (GAPS.md; the reference cluster names that controller -1), so whoever asks
+"which node is the active controller" gets no node, as before DescribeQuorum was served.
 """
 from __future__ import annotations
 
@@ -39,14 +40,12 @@ def describe(node) -> DescribeQuorumResponse:
     raft = node.raft
     me = node.config["node.id"]
     now = node.clock.wall_ms()
-    nodes = [R.Node(node_id=me, listeners=[R.Node.Listener(name="CONTROLLER", host=node.host, port=node.port)])]
-    if raft is None:
-        voters = [_replica(me, c.log.log_end_offset, now, now)]
+    if raft is None:    # a single controller is no quorum: described leaderless, as "the controller" (-1)
         observers = [_replica(b, off, -1, -1) for b, off in sorted(c.applied_by.items())]
-        part = P(partition_index=0, error_code=0, error_message=None, leader_id=me, leader_epoch=0,
-                 high_watermark=c.log.log_end_offset, current_voters=voters, observers=observers)
+        part = P(partition_index=0, error_code=0, error_message=None, leader_id=-1, leader_epoch=-1,
+                 high_watermark=c.log.log_end_offset, current_voters=[], observers=observers)
         return R(error_code=0, error_message=None, topics=[T(topic_name=METADATA_TOPIC, partitions=[part])],
-                 nodes=nodes)
+                 nodes=[])
     client = raft.client
     st = client.state
     if not isinstance(st, LeaderState):
