@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,6 +218,35 @@ def test_pause_active_controller_with_a_partition_leader_down(quorum: Cluster) -
              and d[1] != old and d[1] >= 0, quorum_bound_s(SETTINGS), f"controller {old} following after resume")
 
 
+def test_kafka_metadata_quorum_tool(quorum: Cluster) -> None:
+    """Apache Kafka 4.4.0's own `kafka-metadata-quorum --bootstrap-server ... describe --status / --replication`
+    against the reference quorum (skipped where the tools are not cached: `python -m fixtures.kafka_install
+    --tools`)."""
+    from fixtures.kafka_install import DEFAULT_VERSION, installed_tools
+
+    tools = installed_tools(DEFAULT_VERSION)
+    if tools is None:
+        pytest.skip("Apache Kafka's tools are not cached (python -m fixtures.kafka_install --tools)")
+    c = quorum
+
+    def run(*args: str) -> str:
+        out = subprocess.run(tools.command("kafka-metadata-quorum", "--bootstrap-server", c.bootstrap, "describe",
+                                           *args), capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, f"kafka-metadata-quorum describe {args}: {out.stderr[-2000:]}"
+        return out.stdout
+    leader, epoch = leader_of(c)
+    status = dict(line.split(":", 1) for line in run("--status").splitlines() if ":" in line)
+    assert int(status["LeaderId"]) == leader and int(status["LeaderEpoch"]) == epoch, status
+    voters = json.loads(status["CurrentVoters"])
+    assert sorted(v["id"] for v in voters) == sorted(c.voters), voters
+    assert all(v["endpoints"] == [f"CONTROLLER://127.0.0.1:{c.voter_ports[v['id']]}"] for v in voters), voters
+    assert sorted(o["id"] for o in json.loads(status["CurrentObservers"])) == c.broker_ids, status
+    rows = [line.split() for line in run("--replication").splitlines()[1:] if line.strip()]
+    roles = {int(r[0]): r[-1] for r in rows}
+    assert roles == {leader: "Leader", **{v: "Follower" for v in c.voters if v != leader},
+                     **{b: "Observer" for b in c.broker_ids}}, rows
+
+
 def test_committed_metadata_identical_on_every_controller(quorum: Cluster) -> None:
     c = quorum
     leader, epoch = leader_of(c)
@@ -243,3 +274,15 @@ def test_committed_metadata_identical_on_every_controller(quorum: Cluster) -> No
     names = {e.data["name"] for e in ref if e.data["type"] == "topic"}
     assert {"after-kill", "before-pause", "after-pause"} <= names, names
     assert not any(n.startswith("not-active-") for n in names), names
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("KCT_SLOW"), reason="runs this module's cluster twice more (~3 min): KCT_SLOW=1")
+@pytest.mark.parametrize(("fault", "select"), [("quorum.follower_acts_active", "only_the_leader_is_the_active"),
+                                               ("quorum.no_session_rearm", "pause_active_controller")])
+def test_fault_switch_is_caught(fault: str, select: str) -> None:
+    """Each switch (reference_broker/faults.py) makes exactly the check of the rule it breaks fail."""
+    env = {**os.environ, "KCT_CLUSTER_FAULTS": fault, "KCT_SLOW": ""}
+    out = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", select],
+                         env=env, capture_output=True, text=True, timeout=900, cwd=Path(__file__).parent)
+    assert "1 failed" in out.stdout, out.stdout[-3000:]
