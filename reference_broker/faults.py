@@ -322,6 +322,9 @@ FAULTS: dict[str, str] = {
                                    "answers broker and admin requests and applies their records to its own image "
                                    "without Raft (Kafka: NOT_CONTROLLER, only the leader is active) — breaks "
                                    "QUORUM-ONLY-LEADER-ACTIVE",
+    "raft.no_truncation_on_diverging_epoch": "the quorum's leader never answers a DivergingEpoch (the Raft core's "
+                                             "switch, reference_broker/raft/client.py FAULTS), so a deposed "
+                                             "leader keeps its uncommitted records — breaks QUORUM-TRUNCATE-DEPOSED",
     "quorum.no_session_rearm": "a controller that becomes active does not give the registered live brokers fresh "
                                "sessions, so a broker that died before it became active is never fenced and its "
                                "partitions keep a dead leader (Kafka: BrokerHeartbeatManager tracks every active "

@@ -304,7 +304,7 @@ class RaftDriver:
                         pass
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 msgs, deadline = self.client.poll(self.now_ms())
             except Exception:
@@ -316,7 +316,9 @@ class RaftDriver:
             self._wake.clear()
             delay = max(0.0, (deadline - self.now_ms()) / 1000)
             try:
-                await asyncio.wait_for(self._wake.wait(), min(delay, 1.0))
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the cancellation stop() sends
+                async with asyncio.timeout(min(delay, 1.0)):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 
@@ -368,6 +370,8 @@ class RaftDriver:
                 except Exception:
                     pass
             return
+        if self._stopping:
+            return
         body = response_from_wire(m.body, resp)
         self._dispatch(self.client.handle(M.RaftMessage(m.dst, self.id, m.correlation_id, body), self.now_ms()))
         self.wake()
@@ -375,6 +379,8 @@ class RaftDriver:
     async def handle_inbound(self, src: int, body: M.Body, timeout_s: float) -> M.Body | None:
         """An inbound Raft request from voter or observer ``src``: the client's answer, or None if it gave none in
         ``timeout_s`` (e.g. a parked Fetch superseded by a newer one from the same replica)."""
+        if self._stopping:
+            return None
         corr = next(self._in_corr)
         fut = asyncio.get_running_loop().create_future()
         self._inbound[(src, corr)] = fut

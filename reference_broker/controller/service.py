@@ -49,7 +49,9 @@ class ControllerService:
         if voters:
             store: QuorumStateStore = (FileQuorumStateStore(str(data_dir / "quorum-state")) if data_dir is not None
                                        else MemoryQuorumStateStore())
-            self.raft = RaftDriver(raft_config(config, config["node.id"], tuple(sorted(voters))), voters,
+            raft_faults = frozenset(f.removeprefix("raft.") for f in (faults.enabled if faults is not None else ())
+                                    if f.startswith("raft."))
+            self.raft = RaftDriver(raft_config(config, config["node.id"], tuple(sorted(voters)), raft_faults), voters,
                                    KafkaMetadataLog(self.metadata_log, clock), store, rng, clock, self.controller,
                                    config["cluster.id"])
             self.controller.attach_raft(self.raft)
