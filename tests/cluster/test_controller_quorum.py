@@ -13,8 +13,9 @@ What is checked, each rule with the fault switch that breaks it (KCT_CLUSTER_FAU
   active controller (it never heartbeats to the new one) is fenced by the new one and its partition gets a new
   leader. Switch quorum.no_session_rearm.
 - QUORUM-REJOIN / QUORUM-NO-COMMITTED-LOSS: the killed controller restarted (and the paused one resumed) follows the
-  new leader and catches up; at the end every controller's durable metadata log holds the same records below the
-  high watermark, with every topic that was acknowledged.
+  new leader and catches up; all three killed and restarted come back from disk with every committed topic; at the
+  end every controller's durable metadata log holds the same records below the high watermark, with every topic
+  that was acknowledged.
 """
 from __future__ import annotations
 
@@ -28,10 +29,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import NewTopic
 from conftest import FAST
 from kafka import errors as E
 from kafka.protocol.admin import CreateTopicsRequest, DescribeQuorumRequest
-from kct_cluster_helpers import Wires, create_topic, leader_state, partition_state, wait_for
+from kct_cluster_helpers import Wires, admin, create_topic, leader_state, partition_state, wait_for
 
 from conformance.cluster import LOAD_FACTOR, SLACK_S, await_new_leader, election_bound_s
 from reference_broker.client.protocol import Connection
@@ -218,6 +221,24 @@ def test_pause_active_controller_with_a_partition_leader_down(quorum: Cluster) -
              and d[1] != old and d[1] >= 0, quorum_bound_s(SETTINGS), f"controller {old} following after resume")
 
 
+def test_every_controller_killed_and_restarted(quorum: Cluster) -> None:
+    """kill -9 of all three controllers, then a restart of each from its data dir: the quorum comes back from the
+    durable metadata logs and quorum-state files (a newer epoch), with every committed topic, and serves again."""
+    c = quorum
+    _leader, epoch = leader_of(c)
+    for v in sorted(c.voters):
+        c.kill(v)
+    for v in sorted(c.voters):
+        c.restart(v)
+    (_new, new_epoch), _took = wait_for(lambda: leader_of(c), lambda x: x is not None and x[1] > epoch,
+                                        quorum_bound_s(SETTINGS), "a quorum leader after every controller restarted")
+    a = admin(c.bootstrap)
+    fut = a.create_topics([NewTopic("after-kill", 1, 3)])["after-kill"]
+    with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
+        fut.result(60)
+    create_topic(c.bootstrap, "after-full-restart", rf=3)
+
+
 def test_kafka_metadata_quorum_tool(quorum: Cluster) -> None:
     """Apache Kafka 4.4.0's own `kafka-metadata-quorum --bootstrap-server ... describe --status / --replication`
     against the reference quorum (skipped where the tools are not cached: `python -m fixtures.kafka_install
@@ -272,7 +293,7 @@ def test_committed_metadata_identical_on_every_controller(quorum: Cluster) -> No
     for v, entries in logs.items():
         assert entries == ref, f"controller {v}'s committed log differs from the leader's below HW {hw}"
     names = {e.data["name"] for e in ref if e.data["type"] == "topic"}
-    assert {"after-kill", "before-pause", "after-pause"} <= names, names
+    assert {"after-kill", "before-pause", "after-pause", "after-full-restart"} <= names, names
     assert not any(n.startswith("not-active-") for n in names), names
 
 
