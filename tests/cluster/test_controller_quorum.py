@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 from conftest import FAST
 from kafka import errors as E
@@ -173,10 +173,18 @@ def test_only_the_leader_is_the_active_controller(quorum: Cluster) -> None:
 
 def test_kill_active_controller(quorum: Cluster) -> None:
     c = quorum
+    create_topic(c.bootstrap, "steady", rf=3)
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True})
     old, epoch = leader_of(c)
     t0 = time.monotonic()
     c.kill(old)
     try:
+        # the brokers keep serving data while the quorum elects: acks=all writes complete without any controller
+        errors: list = []
+        for _ in range(20):
+            producer.produce("steady", b"x", on_delivery=lambda err, _m: errors.append(err))
+        assert producer.flush(30) == 0 and errors == [None] * 20, errors
+        acked_s = time.monotonic() - t0
         (new, new_epoch), took = _wait_new_leader(c, old, epoch)
         create_topic(c.bootstrap, "after-kill", rf=3)
         _partition_leader_dies(c, "after-kill")
@@ -185,7 +193,8 @@ def test_kill_active_controller(quorum: Cluster) -> None:
     # the restarted controller follows the new leader (or a later one) and catches up with its log
     wait_for(lambda: describe_quorum(c.voter_ports[old]), lambda d: isinstance(d, tuple) and d[0] == NOT_LEADER
              and d[1] != old and d[1] >= 0, quorum_bound_s(SETTINGS), f"controller {old} following after restart")
-    print(f"kill -9 of {old} (epoch {epoch}): leader {new} (epoch {new_epoch}) after {took:.2f} s; "
+    print(f"kill -9 of {old} (epoch {epoch}): 20 acks=all records acked after {acked_s:.2f} s; "
+          f"leader {new} (epoch {new_epoch}) after {took:.2f} s; "
           f"total {time.monotonic() - t0:.1f} s")
 
 
