@@ -250,7 +250,7 @@ def test_every_controller_killed_and_restarted(quorum: Cluster) -> None:
 
 def test_kafka_metadata_quorum_tool(quorum: Cluster) -> None:
     """Apache Kafka 4.4.0's own `kafka-metadata-quorum --bootstrap-server ... describe --status / --replication`
-    against the reference quorum (skipped where the tools are not cached: `python -m fixtures.kafka_install
+    (and `--bootstrap-controller` with --status) against the reference quorum (skipped where the tools are not cached: `python -m fixtures.kafka_install
     --tools`)."""
     from fixtures.kafka_install import DEFAULT_VERSION, installed_tools
 
@@ -259,13 +259,19 @@ def test_kafka_metadata_quorum_tool(quorum: Cluster) -> None:
         pytest.skip("Apache Kafka's tools are not cached (python -m fixtures.kafka_install --tools)")
     c = quorum
 
-    def run(*args: str) -> str:
-        out = subprocess.run(tools.command("kafka-metadata-quorum", "--bootstrap-server", c.bootstrap, "describe",
-                                           *args), capture_output=True, text=True, timeout=180)
-        assert out.returncode == 0, f"kafka-metadata-quorum describe {args}: {out.stderr[-2000:]}"
+    def run(*args: str, bootstrap: tuple[str, str] = ("--bootstrap-server", c.bootstrap)) -> str:
+        out = subprocess.run(tools.command("kafka-metadata-quorum", *bootstrap, "describe", *args),
+                             capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, f"kafka-metadata-quorum {bootstrap[0]} describe {args}: {out.stderr[-2000:]}"
         return out.stdout
     leader, epoch = leader_of(c)
     status = dict(line.split(":", 1) for line in run("--status").splitlines() if ":" in line)
+    # KIP-919: the same from a controller that is not the leader (DescribeCluster names the active one)
+    follower = next(v for v in sorted(c.voters) if v != leader)
+    via_controller = dict(line.split(":", 1) for line in run(
+        "--status", bootstrap=("--bootstrap-controller", f"127.0.0.1:{c.voter_ports[follower]}")).splitlines()
+        if ":" in line)
+    assert int(via_controller["LeaderId"]) == leader and via_controller["CurrentVoters"] == status["CurrentVoters"]
     assert int(status["LeaderId"]) == leader and int(status["LeaderEpoch"]) == epoch, status
     voters = json.loads(status["CurrentVoters"])
     assert sorted(v["id"] for v in voters) == sorted(c.voters), voters
