@@ -100,6 +100,11 @@ def leader_of(cluster: Cluster, among: list[int] | None = None) -> tuple[int, in
     return None
 
 
+def wait_leader(cluster: Cluster) -> tuple[int, int]:
+    """(leader, epoch) once exactly one controller describes the quorum (bounded: an election may be under way)."""
+    return wait_for(lambda: leader_of(cluster), lambda x: x is not None, quorum_bound_s(SETTINGS), "a quorum leader")[0]
+
+
 @pytest.fixture(scope="module")
 def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     faults = [f for f in os.environ.get("KCT_CLUSTER_FAULTS", "").split(",") if f]
@@ -142,7 +147,7 @@ def _partition_leader_dies(c: Cluster, topic: str, extra_s: float = 0.0) -> int:
 
 def test_every_controller_and_broker_name_one_leader(quorum: Cluster) -> None:
     c = quorum
-    leader, epoch = leader_of(c)
+    leader, epoch = wait_leader(c)
     for v in sorted(c.voters):
         d = describe_quorum(c.voter_ports[v])
         assert isinstance(d, tuple), d
@@ -157,7 +162,7 @@ def test_every_controller_and_broker_name_one_leader(quorum: Cluster) -> None:
 
 def test_only_the_leader_is_the_active_controller(quorum: Cluster) -> None:
     c = quorum
-    leader, _ = leader_of(c)
+    leader, _ = wait_leader(c)
     T = CreateTopicsRequest.CreatableTopic
     for v in sorted(c.voters):
         if v == leader:
@@ -175,7 +180,7 @@ def test_kill_active_controller(quorum: Cluster) -> None:
     c = quorum
     create_topic(c.bootstrap, "steady", rf=3)
     producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True})
-    old, epoch = leader_of(c)
+    old, epoch = wait_leader(c)
     t0 = time.monotonic()
     c.kill(old)
     try:
@@ -205,7 +210,7 @@ def test_pause_active_controller_with_a_partition_leader_down(quorum: Cluster) -
     create_topic(c.bootstrap, "before-pause", rf=3)
     victim, _, _ = partition_state(c.bootstrap, "before-pause")
     before = leader_state(c, "before-pause", victim)
-    old, epoch = leader_of(c)
+    old, epoch = wait_leader(c)
     c.pause(old)
     c.kill(victim)
     try:
@@ -234,7 +239,7 @@ def test_every_controller_killed_and_restarted(quorum: Cluster) -> None:
     """kill -9 of all three controllers, then a restart of each from its data dir: the quorum comes back from the
     durable metadata logs and quorum-state files (a newer epoch), with every committed topic, and serves again."""
     c = quorum
-    _leader, epoch = leader_of(c)
+    _leader, epoch = wait_leader(c)
     for v in sorted(c.voters):
         c.kill(v)
     for v in sorted(c.voters):
@@ -264,7 +269,7 @@ def test_kafka_metadata_quorum_tool(quorum: Cluster) -> None:
                              capture_output=True, text=True, timeout=180)
         assert out.returncode == 0, f"kafka-metadata-quorum {bootstrap[0]} describe {args}: {out.stderr[-2000:]}"
         return out.stdout
-    leader, epoch = leader_of(c)
+    leader, epoch = wait_leader(c)
     status = dict(line.split(":", 1) for line in run("--status").splitlines() if ":" in line)
     # KIP-919: the same from a controller that is not the leader (DescribeCluster names the active one)
     follower = next(v for v in sorted(c.voters) if v != leader)
@@ -285,7 +290,7 @@ def test_kafka_metadata_quorum_tool(quorum: Cluster) -> None:
 
 def test_committed_metadata_identical_on_every_controller(quorum: Cluster) -> None:
     c = quorum
-    leader, epoch = leader_of(c)
+    leader, epoch = wait_leader(c)
     d = describe_quorum(c.voter_ports[leader])
     hw = d[3]
     # every voter has fetched up to the high watermark (the leader's view of their log end offsets)
