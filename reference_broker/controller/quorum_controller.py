@@ -88,6 +88,9 @@ class QuorumController:
         self.leader_id: int | None = None
         self._epoch_start: int | None = None  # quorum leader: the offset of its LeaderChange record
         self._commit_waiters: list[tuple[int, asyncio.Future]] = []
+        # called each time this controller becomes active (quorum), e.g. to write records a new cluster needs once
+        # (alone, such work runs at start: the single controller is always active)
+        self.on_activate: list[Callable[[], None]] = []
         self.observers: dict[int, tuple[int, int]] = {}   # broker id -> (fetch offset, wall ms) (DescribeQuorum)
         if not quorum:
             self._replay()
@@ -189,6 +192,8 @@ class QuorumController:
         if not (self.faults is not None and self.faults.on("quorum.no_session_rearm")):
             self._rearm_sessions()
         self.active = True
+        for fn in list(self.on_activate):
+            fn()
 
     def _deactivate(self) -> None:
         """No longer leader: forget sessions, fail waiters, and rebuild the image from committed records only."""
@@ -205,7 +210,9 @@ class QuorumController:
         image = MetadataImage()
         for e in self.raft.log.read(0, self.committed_offset):
             image.apply(e.offset, e.data)
-        self.image = image
+        # the same object, rebuilt: others keep a reference to the controller's image (e.g. dynamic configs)
+        self.image.__dict__.clear()
+        self.image.__dict__.update(image.__dict__)
 
     async def wait_committed(self, offset: int | None = None, timeout_s: float = 30.0) -> bool:
         """Wait until Raft committed every record this controller appended so far (or ``offset``): True, or False
