@@ -1,10 +1,15 @@
-"""A reference cluster on loopback: one controller process and N broker processes, and their control interface.
+"""A reference cluster on loopback: one controller process (or a Raft quorum of them) and N broker processes, and
+their control interface.
 
 Python API (what fixtures use)::
 
     with Cluster(brokers=3, data_dir=Path("d"), config={"min.insync.replicas": "2"}) as c:
         c.bootstrap            # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
         c.kill(1); c.restart(1); c.pause(2); c.resume(2)     # by node id, signals sent by PID
+
+With ``controllers=3`` (CLI ``--controllers 3``) the controllers are dedicated voters of a KIP-595 quorum, node ids
+1000.. as the kafka target's (fixtures/kafka.py), each its own process, named by id to kill/pause/restart; every
+node gets controller.quorum.voters. ``controllers=1`` is the single controller (node -1) as before.
 
 CLI: ``python -m reference_broker cluster --brokers 3 --data-dir DIR`` prints ``READY <bootstrap>`` and
 ``CONTROL <socket>``, then serves until SIGINT/SIGTERM; ``python -m reference_broker ctl --control SOCKET kill 1``
@@ -28,6 +33,7 @@ from .ports import free_port
 from .supervisor import ManagedProcess, ProcessError
 
 HOST = "127.0.0.1"
+CONTROLLER_ID_BASE = 1000    # the quorum's voters, as fixtures/kafka.py numbers dedicated controllers
 
 
 class ClusterError(ProcessError):
@@ -66,9 +72,11 @@ class Cluster:
                  config: dict[str, str] | None = None, faults: list[str] | None = None, seed: int | None = None,
                  base_port: int = 0, host: str = HOST, ready_timeout: float = 60.0,
                  advertised: dict[int, str] | None = None, links: dict[int, str] | None = None,
-                 controller_address: dict[int, str] | None = None) -> None:
+                 controller_address: dict[int, str] | None = None, controllers: int = 1) -> None:
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
+        if controllers < 1:
+            raise ClusterError("a cluster needs at least one controller")
         self.n = brokers
         self.data_dir = data_dir
         self._tmp = work_dir is None
@@ -91,6 +99,15 @@ class Cluster:
         self.controller_port, self.ports = ports[0], dict(enumerate(ports[1:]))
         self.nodes: dict[int, NodeProcess] = {}
         self.controller: NodeProcess | None = None
+        # the quorum (controllers > 1): voter id -> port / process; the first voter's port is controller_port
+        self.quorum = controllers > 1
+        self.voter_ports: dict[int, int] = {}
+        self.voters: dict[int, NodeProcess] = {}
+        if self.quorum:
+            more = [base_port + brokers + 1 + i for i in range(controllers - 1)] if base_port else \
+                [free_port(host) for _ in range(controllers - 1)]
+            self.voter_ports = dict(zip(range(CONTROLLER_ID_BASE, CONTROLLER_ID_BASE + controllers),
+                                        [self.controller_port, *more], strict=True))
         self.paused: set[int] = set()
 
     # -- process argv -----------------------------------------------------------------------------------------
@@ -116,7 +133,24 @@ class Cluster:
         env["KCT_EXIT_WITH_PARENT"] = "1"      # nodes stop when this launcher dies without stopping them
         return env
 
-    def _controller_proc(self) -> NodeProcess:
+    @property
+    def voters_setting(self) -> str:
+        """controller.quorum.voters: ``id@host:port,...`` ('' for a single controller)."""
+        return ",".join(f"{v}@{self.host}:{p}" for v, p in sorted(self.voter_ports.items()))
+
+    def _quorum_args(self) -> list[str]:
+        return ["--config", f"controller.quorum.voters={self.voters_setting}"] if self.quorum else []
+
+    def _controller_proc(self, voter: int | None = None) -> NodeProcess:
+        if voter is not None:
+            port = self.voter_ports[voter]
+            argv = [sys.executable, "-m", "reference_broker", "controller", "--listen", f"{self.host}:{port}",
+                    *self._storage(f"controller-{voter}"), *self._common(), *self._quorum_args(),
+                    "--config", f"node.id={voter}"]
+            if self.seed is not None:
+                argv += ["--seed", str(self.seed * 1000 + voter)]
+            return NodeProcess(f"controller-{voter}", argv, port, self.work_dir / f"controller-{voter}.log",
+                               self._env())
         argv = [sys.executable, "-m", "reference_broker", "controller", "--listen", f"{self.host}:{self.controller_port}",
                 *self._storage("controller"), *self._common()]
         if self.seed is not None:
@@ -127,7 +161,8 @@ class Cluster:
         controller = self.controller_routes.get(node_id, f"{self.host}:{self.controller_port}")
         argv = [sys.executable, "-m", "reference_broker", "serve", "--broker-id", str(node_id),
                 "--listen", f"{self.host}:{self.ports[node_id]}", "--controller", controller,
-                *self._storage(f"broker-{node_id}"), *self._common(), "--ready-timeout", str(self.ready_timeout)]
+                *self._storage(f"broker-{node_id}"), *self._common(), *self._quorum_args(),
+                "--ready-timeout", str(self.ready_timeout)]
         if node_id in self.advertised:
             argv += ["--config", f"advertised.listeners={self.advertised[node_id]}"]
         if node_id in self.links:
@@ -141,8 +176,13 @@ class Cluster:
 
     def start(self) -> Cluster:
         try:
-            self.controller = self._controller_proc()
-            self.controller.start(self.ready_timeout)
+            if self.quorum:
+                for v in sorted(self.voter_ports):
+                    self.voters[v] = self._controller_proc(v)
+                    self.voters[v].start(self.ready_timeout)
+            else:
+                self.controller = self._controller_proc()
+                self.controller.start(self.ready_timeout)
             for i in range(self.n):
                 self.nodes[i] = self._broker_proc(i)
             errors: list[BaseException] = []
@@ -170,6 +210,8 @@ class Cluster:
             node.stop(grace=5.0)
         if self.controller is not None:
             self.controller.stop(grace=5.0)
+        for voter in self.voters.values():
+            voter.stop(grace=5.0)
         self.paused.clear()
 
     def cleanup(self) -> None:
@@ -198,13 +240,19 @@ class Cluster:
         return f"{self.host}:{self.controller_port}"
 
     def pids(self) -> dict[str, int | None]:
-        out: dict[str, int | None] = {"controller": self.controller.pid if self.controller else None}
+        out: dict[str, int | None] = {}
+        if self.quorum:
+            out.update({f"controller-{v}": n.pid for v, n in sorted(self.voters.items())})
+        else:
+            out["controller"] = self.controller.pid if self.controller else None
         out.update({f"broker-{i}": n.pid for i, n in sorted(self.nodes.items())})
         return out
 
     def _node(self, node_id: int) -> NodeProcess:
         if node_id == -1 and self.controller is not None:
             return self.controller
+        if node_id in self.voters:
+            return self.voters[node_id]
         if node_id not in self.nodes:
             raise ClusterError(f"no broker {node_id} (brokers: {self.broker_ids}; -1 is the controller)")
         return self.nodes[node_id]
@@ -229,10 +277,14 @@ class Cluster:
         old = self._node(node_id)
         old.stop(grace=10.0)
         self.paused.discard(node_id)
-        new = self._controller_proc() if node_id == -1 else self._broker_proc(node_id)
-        if node_id == -1:
+        if node_id in self.voters:
+            new = self._controller_proc(node_id)
+            self.voters[node_id] = new
+        elif node_id == -1:
+            new = self._controller_proc()
             self.controller = new
         else:
+            new = self._broker_proc(node_id)
             self.nodes[node_id] = new
         new.start(self.ready_timeout)
 
@@ -245,7 +297,8 @@ def add_cluster_arguments(sub: argparse._SubParsersAction) -> None:
                        epilog="example: python -m reference_broker cluster --brokers 3 --data-dir /tmp/kc "
                               "--config min.insync.replicas=2")
     c.add_argument("--brokers", type=int, default=3)
-    c.add_argument("--controllers", type=int, default=1, help="only 1 today (a single controller)")
+    c.add_argument("--controllers", type=int, default=1,
+                   help="1: a single controller (node -1); N > 1: dedicated controllers 1000.. in a Raft quorum")
     store = c.add_mutually_exclusive_group(required=True)
     store.add_argument("--data-dir", type=Path)
     store.add_argument("--memory", action="store_true")
@@ -257,7 +310,8 @@ def add_cluster_arguments(sub: argparse._SubParsersAction) -> None:
     k = sub.add_parser("ctl", help="control a running cluster: kill|pause|resume|restart NODE, status")
     k.add_argument("--control", type=Path, required=True, help="the CONTROL socket a cluster printed")
     k.add_argument("action", choices=["kill", "pause", "resume", "restart", "status"])
-    k.add_argument("node", type=int, nargs="?", default=None, help="broker id (-1: the controller)")
+    k.add_argument("node", type=int, nargs="?", default=None,
+                   help="broker id (-1: the single controller; 1000..: a quorum's controllers)")
 
 
 def _serve_control(cluster: Cluster, srv: socket.socket, stop: threading.Event) -> None:
@@ -290,8 +344,8 @@ def run_cluster_cli(args: argparse.Namespace) -> int:
     from .config import BrokerConfig
     from .faults import Faults
 
-    if args.controllers != 1:
-        print("reference_broker: only --controllers 1 is supported (a single controller; GAPS.md)", file=sys.stderr)
+    if args.controllers < 1:
+        print("reference_broker: --controllers must be at least 1", file=sys.stderr)
         return 2
     if args.brokers < 1:
         print("reference_broker: --brokers must be at least 1", file=sys.stderr)
@@ -307,7 +361,7 @@ def run_cluster_cli(args: argparse.Namespace) -> int:
             return 2
     work = args.data_dir or Path(tempfile.mkdtemp(prefix="kct-cluster-"))
     cluster = Cluster(args.brokers, data_dir=args.data_dir, work_dir=work, config=config, faults=args.fault,
-                      seed=args.seed, base_port=args.base_port)
+                      seed=args.seed, base_port=args.base_port, controllers=args.controllers)
     try:
         cluster.start()
     except ClusterError as e:
@@ -326,6 +380,8 @@ def run_cluster_cli(args: argparse.Namespace) -> int:
     print(f"READY {cluster.bootstrap}", flush=True)
     print(f"CONTROL {control}", flush=True)
     print(f"CONTROLLER {cluster.controller_address}", flush=True)
+    if cluster.quorum:
+        print(f"VOTERS {cluster.voters_setting}", flush=True)
     for name, pid in cluster.pids().items():
         print(f"NODE {name} pid={pid}", flush=True)
     try:

@@ -76,6 +76,15 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # with 1): 1 keeps replicas that leave the ISR below min.insync.replicas as eligible leaders (ELR)
     "eligible.leader.replicas.version": (int, 1),
     "cluster.id": (str, "reference-cluster-0000"),
+    # the metadata quorum (KIP-595), Kafka's QuorumConfig names and defaults: "ID@HOST:PORT,..." of the controller
+    # voters (empty: a single controller, no Raft), and the Raft timers
+    "controller.quorum.voters": (str, ""),
+    "controller.quorum.election.timeout.ms": (int, 1_000),
+    "controller.quorum.election.backoff.max.ms": (int, 1_000),
+    "controller.quorum.fetch.timeout.ms": (int, 2_000),
+    "controller.quorum.request.timeout.ms": (int, 2_000),
+    "controller.quorum.retry.backoff.ms": (int, 20),
+    "controller.quorum.append.linger.ms": (int, 25),
 }
 
 

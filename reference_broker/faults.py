@@ -385,6 +385,18 @@ FAULTS: dict[str, str] = {
     "consumer.commit_ignores_member_epoch": "OffsetCommit / OffsetFetch v9 from a consumer-group member is accepted "
                                             "whatever member epoch it names (Kafka: STALE_MEMBER_EPOCH) — breaks "
                                             "CGP-OFFSET-STALE-EPOCH",
+    # the controller quorum (KIP-595; tests/cluster/test_controller_quorum.py)
+    "quorum.follower_acts_active": "a controller that is not the Raft leader acts as the active controller: it "
+                                   "answers broker and admin requests and applies their records to its own image "
+                                   "without Raft (Kafka: NOT_CONTROLLER, only the leader is active) — breaks "
+                                   "QUORUM-ONLY-LEADER-ACTIVE",
+    "raft.no_truncation_on_diverging_epoch": "the quorum's leader never answers a DivergingEpoch (the Raft core's "
+                                             "switch, reference_broker/raft/client.py FAULTS), so a deposed "
+                                             "leader keeps its uncommitted records — breaks QUORUM-TRUNCATE-DEPOSED",
+    "quorum.no_session_rearm": "a controller that becomes active does not give the registered live brokers fresh "
+                               "sessions, so a broker that died before it became active is never fenced and its "
+                               "partitions keep a dead leader (Kafka: BrokerHeartbeatManager tracks every active "
+                               "broker from activation) — breaks QUORUM-FAILOVER-RESUMES-FENCING",
 }
 
 

@@ -41,6 +41,7 @@ from .controller.messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
 )
+from .controller.quorum import parse_voters
 from .coordinator_writer import CoordinatorPartitionWriter
 from .datadir import DataDirError, prepare_data_dir
 from .faults import Faults
@@ -63,6 +64,8 @@ COORDINATOR_NOT_AVAILABLE = E.CoordinatorNotAvailableError.errno
 STALE_BROKER_EPOCH = E.StaleBrokerEpochError.errno
 DUPLICATE_BROKER_REGISTRATION = E.DuplicateBrokerRegistrationError.errno
 CLEAN_SHUTDOWN_FILE = "clean_shutdown.json"
+NOT_CONTROLLER = E.NotControllerError.errno
+NOT_LEADER = E.NotLeaderForPartitionError.errno    # Kafka's NOT_LEADER_OR_FOLLOWER
 
 
 class NodeStartError(RuntimeError):
@@ -78,22 +81,95 @@ def parse_address(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class ControllerLink:
-    """One connection to the controller, reopened on failure; RPCs on it are answered in order."""
+class ControllerSelector:
+    """The controllers a broker may reach and the one it takes to be active (KIP-595/KIP-631: a broker talks to the
+    quorum's leader). Several links share one selector, so when one learns the active controller moved, all follow."""
 
-    def __init__(self, address: tuple[str, int], client_id: str) -> None:
-        self.address = address
+    def __init__(self, addresses: list[tuple[str, int]], ids: list[int] | None = None) -> None:
+        self.addresses = addresses
+        self.ids = ids or []
+        self.index = 0
+
+    def move_on(self, from_index: int, hint: int | None = None) -> None:
+        """The controller at ``from_index`` is not active (or unreachable): go to the leader it named, else the
+        next voter. A no-op when another link already moved on."""
+        if self.index != from_index:
+            return
+        if hint is not None and hint in self.ids and self.ids.index(hint) != from_index:
+            self.index = self.ids.index(hint)
+        else:
+            self.index = (self.index + 1) % len(self.addresses)
+
+
+def _not_active(body: Any) -> tuple[bool, int | None]:
+    """(whether ``body`` says "not the active controller", the leader it names if any): NOT_CONTROLLER at the top
+    or on every topic, or NOT_LEADER_OR_FOLLOWER for ``__cluster_metadata`` (Fetch, DescribeQuorum)."""
+    if getattr(body, "error_code", 0) == NOT_CONTROLLER:
+        return True, None
+    for attr in ("topics", "responses"):
+        items = getattr(body, attr, None)
+        if not items:
+            continue
+        first = items[0]
+        parts = getattr(first, "partitions", None)
+        if parts and getattr(first, "topic", getattr(first, "topic_name", None)) == METADATA_TOPIC:
+            p = parts[0]
+            if p.error_code == NOT_LEADER:
+                cur = getattr(p, "current_leader", None)
+                leader = cur.leader_id if cur is not None else getattr(p, "leader_id", -1)
+                return True, (leader if leader is not None and leader >= 0 else None)
+            return False, None
+        if all(getattr(t, "error_code", 0) == NOT_CONTROLLER for t in items):
+            return True, None
+    return False, None
+
+
+class ControllerLink:
+    """One connection to the (active) controller, reopened on failure; RPCs on it are answered in order. With a
+    quorum, an answer saying "not the active controller" is retried at once on the leader it names or the next
+    voter; a failed connection moves the shared selector on, so the caller's retry goes elsewhere."""
+
+    def __init__(self, address: tuple[str, int] | ControllerSelector, client_id: str) -> None:
+        self.selector = address if isinstance(address, ControllerSelector) else ControllerSelector([address])
         self.client_id = client_id
         self.conn: Connection | None = None
+        self._conn_addr: tuple[str, int] | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.selector.addresses[self.selector.index]
 
     async def request(self, msg: Any, version: int, timeout: float) -> Any:
-        if self.conn is None or self.conn.closed:
-            self.conn = await Connection.connect(*self.address, client_id=self.client_id, timeout=3.0)
-        try:
-            return (await self.conn.request(msg, version, timeout=timeout)).body
-        except BaseException:
-            await self.close()
-            raise
+        sel = self.selector
+        attempts = 2 * len(sel.addresses) if len(sel.addresses) > 1 else 1
+        for attempt in range(attempts):
+            idx = sel.index
+            addr = sel.addresses[idx]
+            if self.conn is None or self.conn.closed or self._conn_addr != addr:
+                await self.close()
+                try:
+                    self.conn = await Connection.connect(*addr, client_id=self.client_id, timeout=3.0)
+                except (OSError, TimeoutError):
+                    if len(sel.addresses) == 1 or attempt == attempts - 1:
+                        raise
+                    sel.move_on(idx)        # nothing was sent: try the next controller at once
+                    continue
+                self._conn_addr = addr
+            try:
+                body = (await self.conn.request(msg, version, timeout=timeout)).body
+            except BaseException:
+                await self.close()
+                if len(sel.addresses) > 1:
+                    sel.move_on(idx)
+                raise
+            if len(sel.addresses) > 1 and attempt < attempts - 1:
+                redirect, hint = _not_active(body)
+                if redirect:
+                    sel.move_on(idx, hint)
+                    await asyncio.sleep(0.02 if hint is not None else 0.05)
+                    continue
+            return body
+        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         if self.conn is not None:
@@ -148,7 +224,10 @@ class BrokerNode:
         # One connection per purpose, as Kafka keeps a channel per manager: the controller answers a connection's
         # requests in order, so an ISR change must not queue behind a forwarded CreateTopics that waits for
         # brokers to apply it, nor a heartbeat behind either.
-        self._links = {name: ControllerLink(controller, f"broker-{self.node_id}-{name}")
+        voters = parse_voters(config["controller.quorum.voters"])
+        self.controllers = (ControllerSelector(list(voters.values()), list(voters)) if voters
+                            else ControllerSelector([controller]))
+        self._links = {name: ControllerLink(self.controllers, f"broker-{self.node_id}-{name}")
                        for name in ("metadata", "heartbeat", "alter", "rpc")}
         self._tasks: list[asyncio.Task] = []
         self._link_overrides = self._parse_links(config["replica.link.addresses"])
@@ -495,10 +574,13 @@ class BrokerNode:
                     self.broker_epoch = resp.broker_epoch
                     log.info("broker %d registered with epoch %d", self.node_id, self.broker_epoch)
                     return
-                if resp.error_code != DUPLICATE_BROKER_REGISTRATION:
+                if resp.error_code == NOT_CONTROLLER:
+                    last = "no active controller (the quorum is electing one)"
+                elif resp.error_code != DUPLICATE_BROKER_REGISTRATION:
                     raise NodeStartError(f"broker {self.node_id}: registration refused with error "
                                          f"{resp.error_code} ({E.for_code(resp.error_code).__name__})")
-                last = "a previous incarnation's session is still live"
+                else:
+                    last = "a previous incarnation's session is still live"
             except (OSError, TimeoutError, E.KafkaError) as e:
                 last = f"controller unreachable: {e}"
             log.info("broker %d: registration retry (%s)", self.node_id, last)
@@ -534,7 +616,9 @@ class BrokerNode:
                                                             log_start_offset=-1, partition_max_bytes=8 << 20)])],
                                forgotten_topics_data=[], rack_id="")
             try:
-                resp = await self._links["metadata"].request(req, 12, timeout=10.0)
+                # a quorum: give up on a silent (e.g. paused) controller after max wait + Kafka's request timeout
+                resp = await self._links["metadata"].request(req, 12, timeout=10.0 if len(
+                    self.controllers.addresses) == 1 else 0.5 + self.config["controller.quorum.request.timeout.ms"] / 1000)
             except (OSError, TimeoutError, E.KafkaError) as e:
                 log.debug("broker %d: metadata fetch failed: %s", self.node_id, e)
                 await self.clock.sleep(0.2)
@@ -587,7 +671,7 @@ class BrokerNode:
                 resp = await self._links["rpc"].request(req, 0, timeout=max(0.5, deadline - self.clock.monotonic()))
                 if resp.error_code == 0 and resp.should_shut_down:
                     return True
-                if resp.error_code:
+                if resp.error_code and resp.error_code != NOT_CONTROLLER:   # NOT_CONTROLLER: ask again
                     log.warning("broker %d: controlled shutdown refused with error %d", self.node_id,
                                 resp.error_code)
                     return False

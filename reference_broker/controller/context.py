@@ -8,6 +8,7 @@ from ..context import RequestContext
 if TYPE_CHECKING:
     from ..clock import Clock
     from ..config import BrokerConfig
+    from .quorum import RaftDriver
     from .quorum_controller import QuorumController
 
 
@@ -17,6 +18,9 @@ class ControllerView(Protocol):
     config: BrokerConfig
     clock: Clock
     controller: QuorumController
+    raft: RaftDriver | None      # the metadata quorum's driver (None: a single controller)
+    host: str
+    port: int
 
 
 ControllerContext = RequestContext[ControllerView]    # a controller handler's context

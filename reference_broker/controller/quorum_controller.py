@@ -9,8 +9,15 @@ eligible leader replicas (KIP-966, when eligible.leader.replicas.version ≥ 1: 
 unclean election only when ``unclean.leader.election.enable``) and ``FeatureControlManager`` (feature levels
 finalized in the log at format time and by UpdateFeatures, KIP-584).
 
-A single controller today (GAPS.md); the metadata log is the only state, so a Raft quorum (KIP-595) can replace
-the log's writer without touching the rules here. Threading rule: runs on one event loop; time from the Clock.
+Two ways to run. Alone (no controller.quorum.voters): the single writer of a durable Log, replayed at start.
+In a quorum (controller.quorum.voters, KIP-595): the metadata log is Raft's (controller/quorum.py); only the Raft
+leader is the active controller, and only once the records of earlier epochs are committed and applied (Kafka's
+QuorumController claims leadership after replaying up to its epoch's start). The active controller applies its own
+records to its image as it appends them (Kafka's uncommitted in-memory state) and answers requests only once Raft
+committed them (``wait_committed``); every controller applies what Raft commits (``handle_commit``). A controller
+that loses leadership rebuilds its image from the committed records, so a deposed leader's uncommitted records
+(which Raft truncates) are never applied; requests to a non-active controller answer NOT_CONTROLLER.
+Threading rule: runs on one event loop; time from the Clock.
 """
 from __future__ import annotations
 
@@ -64,7 +71,7 @@ class HeartbeatResult:
 
 class QuorumController:
     def __init__(self, config: BrokerConfig, metadata_log: Log, clock: Clock, rng: random.Random,
-                 faults=None) -> None:
+                 faults=None, quorum: bool = False) -> None:
         self.config = config
         self.log = metadata_log
         self.clock = clock
@@ -78,7 +85,20 @@ class QuorumController:
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future]] = []
         self._listeners: list[Callable[[], None]] = []
         self._ticker: object | None = None
-        self._replay()
+        # the quorum (None when alone): set by attach_raft; the image then comes from handle_commit, not _replay
+        self.raft = None
+        self.active = not quorum              # alone: always the active controller
+        self.committed_offset = 0             # quorum: the offset below which records are committed and applied
+        self.leader_epoch = -1
+        self.leader_id: int | None = None
+        self._epoch_start: int | None = None  # quorum leader: the offset of its LeaderChange record
+        self._commit_waiters: list[tuple[int, asyncio.Future]] = []
+        # called each time this controller becomes active (quorum), e.g. to write records a new cluster needs once
+        # (alone, such work runs at start: the single controller is always active)
+        self.on_activate: list[Callable[[], None]] = []
+        self.observers: dict[int, tuple[int, int]] = {}   # broker id -> (fetch offset, wall ms) (DescribeQuorum)
+        if not quorum:
+            self._replay()
 
     # -- the log ----------------------------------------------------------------------------------------------
 
@@ -101,15 +121,142 @@ class QuorumController:
             if not b.fenced:
                 self.session_deadline[b.broker_id] = now + self._session_s()
 
+    def _rearm_sessions(self) -> None:
+        now = self.clock.monotonic()
+        for b in self.image.brokers.values():   # a new or restarted controller gives every live broker a session
+            if not b.fenced:
+                self.session_deadline[b.broker_id] = now + self._session_s()
+
     @property
     def end_offset(self) -> int:
-        """The metadata log end offset: a broker that applied everything below it is caught up."""
+        """The metadata log end offset: a broker that applied everything below it is caught up (in a quorum: the
+        committed offset, all a broker can fetch)."""
+        if self.raft is not None:
+            return self.committed_offset
         return self.log.log_end_offset
 
+    # -- the quorum (KIP-595): leadership and commits from Raft ------------------------------------------------
+
+    def attach_raft(self, raft) -> None:
+        """Run on the Raft quorum ``raft`` (controller/quorum.RaftDriver), whose listener this controller is."""
+        self.raft = raft
+        raft.on_poll = self._maybe_activate
+
+    def handle_leader_change(self, epoch: int, leader_id: int | None) -> None:
+        """Raft's listener: a new epoch or leader. Losing leadership deactivates at once (the image falls back to
+        the committed records); gaining it activates once this epoch's LeaderChange record is applied."""
+        self.leader_epoch, self.leader_id = epoch, leader_id
+        me = self.config["node.id"]
+        if leader_id == me and self.raft is not None:
+            st = self.raft.client.state
+            self._epoch_start = getattr(st, "epoch_start_offset", None)
+        elif leader_id == me:       # called from inside the client's constructor, before attach_raft
+            self._epoch_start = None
+        else:
+            self._epoch_start = None
+            if self.active and self.raft is not None:
+                self._deactivate()
+            elif self.faults is not None and self.faults.on("quorum.follower_acts_active") and self.raft is not None:
+                self.active = True
+
+    def handle_commit(self, entries) -> None:
+        """Raft's listener: records below the high watermark, once each, in order. Records this active controller
+        appended are in its image already (MetadataImage.apply ignores offsets it applied)."""
+        for e in entries:
+            self.image.apply(e.offset, e.data)
+            self.committed_offset = e.offset + 1
+        for fn in list(self._listeners):
+            fn()
+        self._check_waiters()
+        still = []
+        for off, fut in self._commit_waiters:
+            if fut.done():
+                continue
+            if self.committed_offset >= off:
+                fut.set_result(True)
+            else:
+                still.append((off, fut))
+        self._commit_waiters = still
+        self._maybe_activate()
+
+    def _maybe_activate(self) -> None:
+        if self.active or self.raft is None or self.leader_id != self.config["node.id"]:
+            return
+        if self._epoch_start is None:
+            st = self.raft.client.state
+            self._epoch_start = getattr(st, "epoch_start_offset", None)
+            if self._epoch_start is None:
+                return
+        if self.committed_offset <= self._epoch_start:
+            return
+        log.warning("controller %d: active in epoch %d from committed offset %d", self.config["node.id"],
+                    self.leader_epoch, self.committed_offset)
+        self.session_deadline.clear()
+        self.heard_from.clear()
+        self.shutdown_offset.clear()
+        if not (self.faults is not None and self.faults.on("quorum.no_session_rearm")):
+            self._rearm_sessions()
+        self.active = True
+        for fn in list(self.on_activate):
+            fn()
+
+    def _deactivate(self) -> None:
+        """No longer leader: forget sessions, fail waiters, and rebuild the image from committed records only."""
+        log.warning("controller %d: no longer active (epoch %d, leader %s)", self.config["node.id"],
+                    self.leader_epoch, self.leader_id)
+        self.active = False
+        self.session_deadline.clear()
+        self.shutdown_offset.clear()
+        self.heard_from.clear()
+        for _off, fut in self._commit_waiters:
+            if not fut.done():
+                fut.set_result(False)
+        self._commit_waiters = []
+        image = MetadataImage()
+        for e in self.raft.log.read(0, self.committed_offset):
+            image.apply(e.offset, e.data)
+        # the same object, rebuilt: others keep a reference to the controller's image (e.g. dynamic configs)
+        self.image.__dict__.clear()
+        self.image.__dict__.update(image.__dict__)
+
+    async def wait_committed(self, offset: int | None = None, timeout_s: float = 30.0) -> bool:
+        """Wait until Raft committed every record this controller appended so far (or ``offset``): True, or False
+        when leadership was lost first (the caller answers NOT_CONTROLLER) or the time ran out. Alone: True."""
+        if self.raft is None:
+            return True
+        if offset is None:
+            offset = self.image.offset + 1
+        if self.committed_offset >= offset:
+            return True
+        if not self.active:
+            return False
+        fut = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((offset, fut))
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await fut
+        except TimeoutError:
+            return False
+
     def _commit(self, records: list[dict]) -> int:
-        """Append records durably, apply them, wake metadata fetchers; returns the offset after the last one."""
+        """Append records durably, apply them, wake metadata fetchers; returns the offset after the last one.
+        In a quorum: append through Raft and apply to the (uncommitted) image now; commit comes later."""
         if not records:
             return self.end_offset
+        if self.raft is not None:
+            if not self.active:
+                raise E.NotControllerError(f"controller {self.config['node.id']} is not the active controller")
+            if self.leader_id != self.config["node.id"]:      # fault quorum.follower_acts_active: split brain
+                for rec in records:
+                    self.image.apply(self.image.offset + 1, rec)
+                return self.image.offset + 1
+            for rec in records:
+                off = self.raft.next_offset()
+                if rec["type"] == "register_broker":
+                    rec["epoch"] = off   # Kafka: the broker epoch is the offset of the registration record
+                off = self.raft.append(rec)
+                self.image.apply(off, rec)
+            return off + 1
         base = self.log.log_end_offset
         for i, rec in enumerate(records):
             if rec["type"] == "register_broker":
@@ -132,9 +279,11 @@ class QuorumController:
             self._listeners.remove(fn)
 
     def read_records(self, offset: int, max_bytes: int) -> bytes:
-        if offset >= self.log.log_end_offset or offset < self.log.log_start_offset:
+        """Records from ``offset`` for a broker's metadata fetch (in a quorum: committed records only)."""
+        end = self.end_offset
+        if offset >= end or offset < self.log.log_start_offset:
             return b""
-        return self.log.read(offset, max_bytes, self.log.log_end_offset, True).data
+        return self.log.read(offset, max_bytes, end, True).data
 
     # -- waiting for brokers to apply -------------------------------------------------------------------------
 
@@ -335,6 +484,8 @@ class QuorumController:
 
         def tick() -> None:
             try:
+                if not self.active:
+                    return          # a quorum's inactive controller fences nobody and elects nothing
                 self.expire_sessions()
                 if self.clock.monotonic() >= next_unclean[0]:      # Kafka's periodic electUnclean task
                     next_unclean[0] = self.clock.monotonic() + unclean_s

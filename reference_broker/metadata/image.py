@@ -182,6 +182,8 @@ class MetadataImage:
         elif kind == "config":
             self._apply_config(rec)
             delta.configs = True
+        elif kind == "leader_change":
+            pass    # the Raft leader's control record (KIP-595): an offset in the log, nothing in the image
         else:
             raise ValueError(f"unknown metadata record type {kind!r} at offset {offset}")
         return delta

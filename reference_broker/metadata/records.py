@@ -17,6 +17,7 @@ difference (GAPS.md): JSON values in ordinary v2 record batches instead of Kafka
 | remove_topic    | RemoveTopicRecord          | topic_id                                                             |
 | config          | ConfigRecord               | resource_type (2 topic, 4 broker), resource_name ("" = cluster default), name, value (None: removed) |
 | feature_level   | FeatureLevelRecord         | name, level (0 removes the feature, as Kafka's level 0)              |
+| leader_change   | LeaderChangeMessage (control) | leader_id, voters: a new Raft leader's first record; images skip it |
 
 ``elr`` / ``last_known_elr`` (KIP-966) are absent from records written before they existed and read as empty.
 """
@@ -32,7 +33,8 @@ METADATA_TOPIC = "__cluster_metadata"
 NO_LEADER = -1
 
 RECORD_TYPES = frozenset({"register_broker", "fence_broker", "unfence_broker", "controlled_shutdown", "topic",
-                          "partition", "partition_change", "remove_topic", "config", "feature_level"})
+                          "partition", "partition_change", "remove_topic", "config", "feature_level",
+                          "leader_change"})
 
 
 def encode_batch(records: list[dict], timestamp_ms: int) -> bytes:

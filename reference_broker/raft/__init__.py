@@ -28,12 +28,13 @@ Deliberate differences from Kafka's KafkaRaftClient (small, and each one a place
 - An unattached observer discovers the leader by fetching from the voters in turn (Kafka: the bootstrap servers).
 - The pre-vote carries the epoch the prospective would stand in (its epoch + 1), as KIP-996 describes.
 
-Left for the integration (issue 25): the controller's wiring (the active controller = the leader; its records are
-``append``ed, brokers become observers and replay ``handle_commit``); the wire format of these RPCs on the
-controller listener and a real event loop driving ``poll``; a file-backed log (segments, fsync before the leader
-counts its own offset); KIP-630 snapshots (FetchSnapshot, log start offset past zero); KIP-853 dynamic voters
-(AddRaftVoter/RemoveRaftVoter, voter directory ids, VotersRecord); DescribeQuorum; Kafka's request manager
-(per-destination backoff) and batching/linger of appends.
+Wired in (issue 25): ``controller/quorum.py`` drives one client per controller process over real sockets (Vote,
+BeginQuorumEpoch, EndQuorumEpoch and the Raft Fetch in Kafka's wire format on the controller listener), on a
+durable log (KafkaMetadataLog over FileLog, fsync on ``flush``) and FileQuorumStateStore; the QuorumController is
+the listener and the active controller only as leader; DescribeQuorum reports the leader's view. Still left
+(reference_broker/GAPS.md): brokers as Raft observers (they fetch committed records from the active controller),
+KIP-630 snapshots (FetchSnapshot, log start offset past zero), KIP-853 dynamic voters (AddRaftVoter/RemoveRaftVoter,
+voter directory ids, VotersRecord), Kafka's request manager (per-destination backoff) and batching of appends.
 """
 from .client import (
     FAULTS,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...registry import CONTROLLER
 from ..context import ControllerContext
 from ..messages import AlterPartitionRequest, AlterPartitionResponse
-from ..quorum_controller import STALE_BROKER_EPOCH
+from ..quorum_controller import NOT_CONTROLLER, STALE_BROKER_EPOCH
 
 API_KEY = 56
 VERSIONS = (0, 0)
@@ -26,6 +26,8 @@ PartData = TopicData.PartitionData
 @CONTROLLER.handles(AlterPartitionRequest, AlterPartitionResponse, VERSIONS)
 async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
+    if not c.active:
+        return AlterPartitionResponse(throttle_time_ms=0, error_code=NOT_CONTROLLER, topics=[])
     if c.check_broker_epoch(req.broker_id, req.broker_epoch):
         return AlterPartitionResponse(throttle_time_ms=0, error_code=STALE_BROKER_EPOCH, topics=[])
     topics = []
@@ -38,4 +40,6 @@ async def handle(ctx: ControllerContext, req):
                                   leader_id=st.leader if st else -1, leader_epoch=st.leader_epoch if st else -1,
                                   isr=list(st.isr) if st else [], partition_epoch=st.partition_epoch if st else -1))
         topics.append(TopicData(topic_id=t.topic_id, partitions=parts))
+    if not await c.wait_committed():
+        return AlterPartitionResponse(throttle_time_ms=0, error_code=NOT_CONTROLLER, topics=[])
     return AlterPartitionResponse(throttle_time_ms=0, error_code=0, topics=topics)

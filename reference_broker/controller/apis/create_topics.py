@@ -44,6 +44,10 @@ def _ack_uncommitted(c, name: str) -> bool:  # noqa: ANN001 - the quorum control
 @CONTROLLER.handles(CreateTopicsRequest, CreateTopicsResponse, VERSIONS)
 async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
+    if not c.active:    # a quorum's inactive controller (the forwarding broker tries another)
+        return CreateTopicsResponse(throttle_time_ms=0, topics=[
+            Result(name=t.name, topic_id=None, error_code=E.NotControllerError.errno, error_message=None,
+                   num_partitions=-1, replication_factor=-1, configs=[]) for t in req.topics])
     counts = Counter(t.name for t in req.topics)
     errors = []
     for t in req.topics:
@@ -62,6 +66,8 @@ async def handle(ctx: ControllerContext, req):
                                          {cfg.name: cfg.value for cfg in t.configs},
                                          validate_only=req.validate_only, internal=internal))
     if not req.validate_only:
+        if not await c.wait_committed():
+            errors = [(E.NotControllerError.errno, None) if err == 0 else (err, msg) for err, msg in errors]
         await c.wait_applied(c.end_offset, APPLY_WAIT_S)
     results = []
     for t, (err, msg) in zip(req.topics, errors, strict=True):

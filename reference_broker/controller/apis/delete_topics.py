@@ -23,6 +23,11 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 @CONTROLLER.handles(DeleteTopicsRequest, DeleteTopicsResponse, VERSIONS)
 async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
+    if not c.active:
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=[
+            Result(name=getattr(t, "name", t), topic_id=getattr(t, "topic_id", None),
+                   error_code=E.NotControllerError.errno, error_message=None)
+            for t in (req.topics if ctx.api_version >= 6 else req.topic_names)])
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -45,5 +50,8 @@ async def handle(ctx: ControllerContext, req):
         # ControllerApis.deleteTopics answers new ApiError(error): the error's own text, null on success
         results.append(Result(name=name, topic_id=tid, error_code=err,
                               error_message=E.for_code(err).description if err else None))
+    if not await c.wait_committed():
+        results = [Result(name=r.name, topic_id=r.topic_id, error_code=E.NotControllerError.errno,
+                          error_message=None) for r in results]
     await c.wait_applied(c.end_offset, APPLY_WAIT_S)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

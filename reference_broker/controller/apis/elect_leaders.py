@@ -7,6 +7,7 @@ partition. v0 has no election type: preferred.
 """
 from __future__ import annotations
 
+from kafka import errors as E
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
 from ...registry import CONTROLLER
@@ -23,12 +24,18 @@ PartResult = Result.PartitionResult
 @CONTROLLER.handles(ElectLeadersRequest, ElectLeadersResponse, VERSIONS)
 async def handle(ctx: ControllerContext, req):
     c = ctx.node.controller
+    if not c.active:
+        return ElectLeadersResponse(throttle_time_ms=0, error_code=E.NotControllerError.errno,
+                                    replica_election_results=[])
     etype = req.election_type if ctx.api_version >= 1 else 0
     if req.topic_partitions is None:
         wanted = [(t.name, p.index) for t in c.image.topics.values() for p in t.partitions]
     else:
         wanted = [(tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
     out = c.elect_leaders(etype, wanted)
+    if not await c.wait_committed():
+        return ElectLeadersResponse(throttle_time_ms=0, error_code=E.NotControllerError.errno,
+                                    replica_election_results=[])
     await c.wait_applied(c.end_offset, APPLY_WAIT_S)
     by_topic: dict[str, list] = {}
     for topic, idx, err, msg in out:
