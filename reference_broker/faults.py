@@ -397,6 +397,16 @@ FAULTS: dict[str, str] = {
                                "sessions, so a broker that died before it became active is never fenced and its "
                                "partitions keep a dead leader (Kafka: BrokerHeartbeatManager tracks every active "
                                "broker from activation) — breaks QUORUM-FAILOVER-RESUMES-FENCING",
+    "raft.no_fetch_timeout": "a voter following the quorum's leader never times out on it, so nobody is elected "
+                             "after the leader dies or freezes (Kafka: FollowerState's fetch timeout starts an "
+                             "election) — breaks QUORUM-FAILOVER-KILL, QUORUM-FAILOVER-PAUSE and, with no new "
+                             "controller, QUORUM-METADATA-AFTER-FAILOVER",
+    "quorum.no_activation_after_failover": "a controller elected Raft leader after the first one never becomes "
+                                           "the active controller: DescribeQuorum names it, but no metadata "
+                                           "changes are made (Kafka: QuorumController claims leadership once it "
+                                           "replayed the log) — breaks QUORUM-METADATA-AFTER-FAILOVER",
+    "describe_quorum.no_observers": "DescribeQuorum lists no observers although brokers fetch the metadata log "
+                                    "(Kafka: LeaderState tracks every fetching non-voter) — breaks QUORUM-DESCRIBE",
 }
 
 

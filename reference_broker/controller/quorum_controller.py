@@ -97,6 +97,7 @@ class QuorumController:
         # (alone, such work runs at start: the single controller is always active)
         self.on_activate: list[Callable[[], None]] = []
         self.observers: dict[int, tuple[int, int]] = {}   # broker id -> (fetch offset, wall ms) (DescribeQuorum)
+        self._followed = False                # has followed another leader (test switch no_activation_after_failover)
         if not quorum:
             self._replay()
 
@@ -147,6 +148,7 @@ class QuorumController:
         the committed records); gaining it activates once this epoch's LeaderChange record is applied."""
         self.leader_epoch, self.leader_id = epoch, leader_id
         me = self.config["node.id"]
+        self._followed = self._followed or leader_id not in (None, me)   # (quorum.no_activation_after_failover)
         if leader_id == me and self.raft is not None:
             st = self.raft.client.state
             self._epoch_start = getattr(st, "epoch_start_offset", None)
@@ -188,6 +190,8 @@ class QuorumController:
             if self._epoch_start is None:
                 return
         if self.committed_offset <= self._epoch_start:
+            return
+        if self.faults is not None and self.faults.on("quorum.no_activation_after_failover") and self._followed:
             return
         log.warning("controller %d: active in epoch %d from committed offset %d", self.config["node.id"],
                     self.leader_epoch, self.committed_offset)

@@ -42,6 +42,8 @@ FAULTS: dict[str, str] = {
                            "entries are lost on failover",
     "no_truncation_on_diverging_epoch": "the leader never answers a DivergingEpoch, so a follower keeps a divergent "
                                         "suffix under the high watermark",
+    "no_fetch_timeout": "a voter following a leader never gives up on it (no fetch timeout, so no election after "
+                        "the leader dies or freezes) — breaks QUORUM-FAILOVER-KILL/PAUSE",
 }
 
 
@@ -365,7 +367,7 @@ class KafkaRaftClient:
         if isinstance(st, LeaderState):
             return self._poll_leader(st, now, far)
         if isinstance(st, FollowerState):
-            if now >= st.fetch_deadline:
+            if now >= st.fetch_deadline and not (self.is_voter and "no_fetch_timeout" in self.config.faults):
                 if self.is_voter:
                     self._to_prospective(now)
                 else:

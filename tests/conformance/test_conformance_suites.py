@@ -32,6 +32,9 @@ CLIENTS = "conformance/suites/test_clients.py"
 PRODUCE = "conformance/suites/test_produce.py"
 TOPICS = "conformance/suites/test_topics.py"
 TXN = "conformance/suites/test_transactions.py"
+QUORUM = "conformance/suites/test_quorum.py"
+# suites whose rules need a target shape of their own (the switch rows run them so)
+SUITE_CONFIG = {QUORUM: ("--target-config", "brokers=3", "--target-config", "controllers=3")}
 ELR = "conformance/suites/test_elr.py"
 
 
@@ -370,6 +373,14 @@ FAULTS = [
     ("consumer.regex_search", CGP, "regex or topic_created", "CGP-REGEX", {"CGP-TOPIC-CREATED"}),
     ("consumer.commit_ignores_member_epoch", CGP, "offset_commit_member_epoch or join_gets", "CGP-OFFSET-STALE-EPOCH",
      {"CGP-JOIN-ASSIGNMENT"}),
+    # the controller quorum (KIP-595), on 3 brokers beside 3 dedicated controllers
+    ("raft.no_fetch_timeout", QUORUM, "after_kill or names_one_leader", "QUORUM-FAILOVER-KILL", {"QUORUM-DESCRIBE"}),
+    ("raft.no_fetch_timeout", QUORUM, "after_pause", "QUORUM-FAILOVER-PAUSE", set()),
+    ("raft.no_fetch_timeout", QUORUM, "metadata_goes_on", "QUORUM-METADATA-AFTER-FAILOVER", set()),
+    ("quorum.no_activation_after_failover", QUORUM, "metadata_goes_on or names_one_leader",
+     "QUORUM-METADATA-AFTER-FAILOVER", {"QUORUM-DESCRIBE"}),
+    ("describe_quorum.no_observers", QUORUM, "names_one_leader or after_kill", "QUORUM-DESCRIBE",
+     {"QUORUM-FAILOVER-KILL"}),
 ]
 
 
@@ -384,6 +395,7 @@ def test_faults_table_is_the_rule_switch_matrix() -> None:
         test_isr_hw,
         test_offsets,
         test_produce,
+        test_quorum,
         test_rebalance,
         test_topics,
         test_transactions,
@@ -493,7 +505,8 @@ ROW_WORKERS = int(os.environ.get("KCT_ROW_WORKERS", "3"))
 
 def run_row(work: Path, fault: str, suite: str, select: str) -> tuple[dict, str]:
     """One row: the suite's selected checks with the switch on, and the HTML report of that run."""
-    doc = run_suites(work, [suite], "-k", select, "--target-config", f"faults={fault}", name=fault)
+    doc = run_suites(work, [suite], "-k", select, "--target-config", f"faults={fault}", *SUITE_CONFIG.get(suite, ()),
+                     name=fault)
     out = work / "report"
     proc = subprocess.run([sys.executable, "-m", "reports", "conformance", str(work / f"{fault}.json"),
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -62,6 +62,8 @@ def describe(node) -> DescribeQuorumResponse:
         voters.append(_replica(v, prog.end_offset if prog.last_fetch_ms is not None else -1, fetch, caught))
     observers = [_replica(b, off, fetch, caught) for b, (off, fetch, caught) in sorted(raft.fetches.items())
                  if b not in raft.voters]
+    if c.faults is not None and c.faults.on("describe_quorum.no_observers"):
+        observers = []
     part = P(partition_index=0, error_code=0, error_message=None, leader_id=me, leader_epoch=client.epoch,
              high_watermark=client.high_watermark, current_voters=voters, observers=observers)
     nodes = [R.Node(node_id=v, listeners=[R.Node.Listener(name="CONTROLLER", host=addr[0], port=addr[1])])
