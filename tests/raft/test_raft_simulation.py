@@ -145,18 +145,22 @@ EXPECTED = {
     "hw_without_majority": ("lacks committed", "under its high watermark", "handleCommit"),
     "no_truncation_on_diverging_epoch": ("under its high watermark", "lacks committed", "handleCommit", " log: "),
 }
+# Switches the sweep does not judge: the simulation's liveness is checked after the faults heal, and a voter that
+# never times out on its leader still follows the next candidate's higher epoch then; what it breaks (a new leader
+# while the old one is down) is shown by the quorum suite's switch rows on real processes.
+NOT_SWEPT = {"no_fetch_timeout": "tests/conformance/test_conformance_suites.py rows raft.no_fetch_timeout"}
 # vote_not_persisted needs a voter restarted between two candidates' requests and asked again after it; with 3
 # voters two candidates rarely overlap (0 of seeds 0-399 since a restart drops what was in flight to the node).
 SIZES = {"vote_not_persisted": (5,)}
 
 
-@pytest.mark.parametrize("fault,voters", [(f, v) for f in sorted(FAULTS) for v in SIZES.get(f, (3, 5))])
+@pytest.mark.parametrize("fault,voters", [(f, v) for f in sorted(EXPECTED) for v in SIZES.get(f, (3, 5))])
 def test_each_fault_switch_is_caught_by_the_sweep(fault: str, voters: int) -> None:
     """Each switch breaks one rule; some seed of the sweep must show the matching invariant violation. Measured over
     seeds 0-99 (aggressive profile, 3 / 5 voters): hw_without_majority 90 / 78, no_truncation_on_diverging_epoch
     84 / 77, no_log_check 72 / 66, vote_twice 25 / 64, vote_not_persisted 0 / 2 (it needs a voter restarted between
     two candidates' requests: about 1 seed in 100 with 3 voters, so the sweep goes to 400)."""
-    assert set(EXPECTED) == set(FAULTS)
+    assert set(EXPECTED) | set(NOT_SWEPT) == set(FAULTS)
     for seed in range(400):
         try:
             run_seed(seed, voters=voters, faults=frozenset([fault]), profile="aggressive")
