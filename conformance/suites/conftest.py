@@ -2,10 +2,28 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
+from conformance.cluster import Cluster
+from conformance.evidence import Evidence
 from conformance.wire import Wire, unique_name
+from fixtures.target import Target
+
+
+@pytest.fixture
+async def cluster(replicated_target: Target, evidence: Evidence) -> Any:
+    """The replicated target (one per module, reused while healthy) as the suites' replication checks see it: a
+    Cluster with a Wire recording into the check's evidence; every fault the check made is undone after (paused
+    nodes resumed, killed ones restarted), so the next check gets a whole cluster."""
+    c = Cluster(replicated_target, await Wire.connect(replicated_target.bootstrap, evidence=evidence))
+    try:
+        await c.start()
+        yield c
+    finally:
+        c.heal()
+        await c.close()
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,6 @@ from conformance.properties import ops
 from conformance.properties.ops import NONE
 from conformance.rules import rule
 from conformance.wire import Wire, unique_name
-from fixtures.target import Target
 
 SUITE = "elr"
 ELR_FEATURE = "eligible.leader.replicas.version"
@@ -96,17 +95,6 @@ def require_elr(w: Wire) -> None:
     level = w.conn.finalized_features.get(ELR_FEATURE, 0)
     if level < 1:
         pytest.skip(f"the target finalizes {ELR_FEATURE} {level} (ApiVersions): no eligible leader replicas")
-
-
-@pytest.fixture
-async def cluster(replicated_target: Target, evidence: Evidence) -> Any:
-    c = Cluster(replicated_target, await Wire.connect(replicated_target.bootstrap, evidence=evidence))
-    try:
-        await c.start()
-        yield c
-    finally:
-        c.heal()
-        await c.close()
 
 
 async def dtp_state(c: Cluster, topic: str, avoid: set[int] | None = None) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import pytest
 from kafka import errors as E
@@ -32,7 +31,6 @@ from conformance.properties.ops import (
 )
 from conformance.rules import rule
 from conformance.wire import EARLIEST, LATEST, Wire
-from fixtures.target import Target
 
 SUITE = "isr_hw"
 OFFSET_OUT_OF_RANGE = E.OffsetOutOfRangeError.errno
@@ -219,18 +217,6 @@ async def test_last_fetched_epoch_is_checked(wire: Wire, evidence: Evidence) -> 
 
 
 # ------------------------------------------------------------------------------------------- replicated
-
-
-@pytest.fixture
-async def cluster(replicated_target: Target, evidence: Evidence) -> Any:
-    """A fresh replicated target (faults would hurt other checks) and a Wire to it; every fault undone after."""
-    c = Cluster(replicated_target, await Wire.connect(replicated_target.bootstrap, evidence=evidence))
-    try:
-        await c.start()
-        yield c
-    finally:
-        c.heal()
-        await c.close()
 
 
 REPL = pytest.mark.requires_capability("replication", "pause_broker")

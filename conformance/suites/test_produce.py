@@ -29,7 +29,6 @@ from conformance.properties import ops
 from conformance.properties.ops import NONE
 from conformance.rules import rule
 from conformance.wire import LATEST, Wire, idempotent_batch
-from fixtures.target import Target
 
 SUITE = "produce"
 INVALID_REQUEST = E.InvalidRequestError.errno
@@ -154,18 +153,6 @@ async def test_retry_of_recent_batch_is_a_duplicate(wire: Wire, evidence: Eviden
 
 
 # ------------------------------------------------------------------------------------------- replicated
-
-
-@pytest.fixture
-async def cluster(replicated_target: Target, evidence: Evidence) -> Any:
-    """A fresh replicated target and a Wire to it; every fault undone after."""
-    c = Cluster(replicated_target, await Wire.connect(replicated_target.bootstrap, evidence=evidence))
-    try:
-        await c.start()
-        yield c
-    finally:
-        c.heal()
-        await c.close()
 
 
 async def restart_in_sync(c: Cluster, topic: str, node: int) -> None:

@@ -86,7 +86,6 @@ from conformance.txn import (
     write_txn_marker,
 )
 from conformance.wire import EARLIEST, LATEST, TargetDiverged, Wire, unique_name
-from fixtures.target import Target
 
 SUITE = "transactions"
 NOT_ENOUGH_REPLICAS = E.NotEnoughReplicasError.errno
@@ -812,18 +811,6 @@ async def test_tv2_produce_adds_its_partition(wire: Wire, evidence: Evidence) ->
 
 
 # ------------------------------------------------------------------------------------------- replicated
-
-
-@pytest.fixture
-async def cluster(replicated_target: Target, evidence: Evidence) -> Any:
-    """A replicated target and a Wire to it; every fault undone after."""
-    c = Cluster(replicated_target, await Wire.connect(replicated_target.bootstrap, evidence=evidence))
-    try:
-        await c.start()
-        yield c
-    finally:
-        c.heal()
-        await c.close()
 
 
 async def placed_topic(c: Cluster, replicas: list[int], configs: dict[str, str] | None = None) -> str:
