@@ -112,6 +112,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "group.join_waits_session": ("GROUP-REBALANCE-TIMEOUT",),
     # one mechanism: a member owing its SyncGroup is never expired (silent leader, member gone mid-join)
     "group.owed_sync_never_expires": ("GROUP-SYNC-LEADER-GONE", "GROUP-DISCONNECT-RECOVERS"),
+    "group.abandoned_leader_kept": ("GROUP-JOIN-ABANDONED",),
     "group.expired_member_zombie": ("GROUP-EXPIRED-REJOIN",),
     "group.leader_member_list_capped": ("GROUP-MANY-MEMBERS",),
     "group.left_out_member_refused": ("GROUP-SYNC-ASSIGNMENT",),

@@ -231,6 +231,9 @@ FAULTS: dict[str, str] = {
     "group.owed_sync_never_expires": "a member that joined a generation but never sent its SyncGroup is kept "
                                      "forever (no pending-sync expiry, session not enforced) — breaks "
                                      "GROUP-SYNC-LEADER-GONE and GROUP-DISCONNECT-RECOVERS",
+    "group.abandoned_leader_kept": "a leader whose connection closes while its JoinGroup is parked stays in the "
+                                   "group as its leader forever (no session or pending-sync expiry), so newcomers "
+                                   "never get a Stable generation — breaks GROUP-JOIN-ABANDONED",
     "group.expired_member_zombie": "a member removed by session expiry still gets NONE for its Heartbeat "
                                    "(Kafka: UNKNOWN_MEMBER_ID) — breaks GROUP-EXPIRED-REJOIN",
     "group.leader_member_list_capped": "the leader's JoinGroup answer lists at most 16 members — breaks "

@@ -281,6 +281,8 @@ FAULTS = [
     ("group.owed_sync_never_expires", REBALANCE, "leader_never_syncs or session_timeout_removes",
      "GROUP-SYNC-LEADER-GONE", {"GROUP-SESSION-TIMEOUT"}),
     ("group.owed_sync_never_expires", REBALANCE, "disconnects_while_parked", "GROUP-DISCONNECT-RECOVERS", set()),
+    ("group.abandoned_leader_kept", REBALANCE, "leader_abandons or disconnects_while_parked", "GROUP-JOIN-ABANDONED",
+     {"GROUP-DISCONNECT-RECOVERS"}),
     ("group.expired_member_zombie", REBALANCE, "returns_after or session_timeout_removes", "GROUP-EXPIRED-REJOIN",
      {"GROUP-SESSION-TIMEOUT"}),
     ("group.leader_member_list_capped", REBALANCE, "many_members or join_starts", "GROUP-MANY-MEMBERS",
