@@ -158,6 +158,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "consumer.assign_before_revoke": ("CGP-REVOKE-BEFORE-ASSIGN",),
     "consumer.accept_any_epoch": ("CGP-FENCED-EPOCH",),
     "consumer.session_never_expires": ("CGP-SESSION-EXPIRY",),
+    "consumer.unrevoked_member_kept": ("CGP-VANISH-MID-RECONCILIATION",),
     "consumer.session_expires_early": ("CGP-SESSION-EXPIRY",),
     "consumer.leave_no_rebalance": ("CGP-LEAVE",),
     "consumer.group_epoch_reset_on_leave": ("CGP-EPOCHS-GROW",),

@@ -366,6 +366,9 @@ FAULTS: dict[str, str] = {
                                  "it is the member's or its previous one) — breaks CGP-FENCED-EPOCH",
     "consumer.session_never_expires": "a consumer-group member's session lasts 4 × group.consumer.session.timeout.ms "
                                       "— breaks CGP-SESSION-EXPIRY",
+    "consumer.unrevoked_member_kept": "a consumer-group member that owes revocations is never expired by its "
+                                      "session, only by its rebalance timeout, so one that vanished mid-"
+                                      "reconciliation holds its partitions — breaks CGP-VANISH-MID-RECONCILIATION",
     "consumer.session_expires_early": "a consumer-group member's session lasts half of "
                                       "group.consumer.session.timeout.ms — breaks CGP-SESSION-EXPIRY",
     "consumer.leave_no_rebalance": "a member leaving (epoch -1) is removed without bumping the group epoch, so its "

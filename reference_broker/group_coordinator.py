@@ -1218,6 +1218,9 @@ class GroupCoordinator:
             return
         if kind == "rebalance" and (m.state != UNREVOKED or m.epoch != epoch):
             return
+        if kind == "session" and m.state == UNREVOKED and self.faults.on("consumer.unrevoked_member_kept"):
+            self._cg_timer(g, member_id, "session", self._session_ms(), None)   # (test-only: the wedge)
+            return
         log.info("group %s: consumer member %s fenced (%s timeout)", g.group_id, member_id, kind)
         self._fence_member(g, member_id)
 

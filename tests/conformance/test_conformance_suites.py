@@ -359,6 +359,8 @@ FAULTS = [
      {"CGP-LEAVE"}),
     ("consumer.accept_any_epoch", CGP, "fenced_member_epoch or test_leave", "CGP-FENCED-EPOCH", {"CGP-LEAVE"}),
     ("consumer.session_never_expires", CGP, "session_expiry or test_leave", "CGP-SESSION-EXPIRY", {"CGP-LEAVE"}),
+    ("consumer.unrevoked_member_kept", CGP, "vanishes_mid or session_expiry", "CGP-VANISH-MID-RECONCILIATION",
+     {"CGP-SESSION-EXPIRY"}),
     ("consumer.session_expires_early", CGP, "session_expiry or test_leave", "CGP-SESSION-EXPIRY", {"CGP-LEAVE"}),
     ("consumer.leave_no_rebalance", CGP, "test_leave or join_gets", "CGP-LEAVE", {"CGP-JOIN-ASSIGNMENT"}),
     ("consumer.group_epoch_reset_on_leave", CGP, "epochs_only_grow or fenced_member_epoch", "CGP-EPOCHS-GROW",
