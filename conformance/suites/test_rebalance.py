@@ -388,6 +388,9 @@ class Session:
         boot = await ops.connect_bootstrap(self.broker.bootstrap, evidence=self.evidence)
         self.conns.append(boot)
         assert await ops.create_topic(boot, self.topic, 1) in (0, 36)
+        # a fresh Kafka answers NOT_COORDINATOR until __consumer_offsets is loaded (seen on the first check of a
+        # run: JoinGroup error 16): setup, not what these rules are about
+        await boot.coordinator_ready(self.group)
 
     def background(self, coro: Any) -> asyncio.Task[Any]:
         t = asyncio.ensure_future(coro)
