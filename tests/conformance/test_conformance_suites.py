@@ -476,7 +476,7 @@ def test_rebalance_suite_passes_on_the_reference(tmp_path: Path) -> None:
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "rebalance"}
-    assert declared == set(by_rule(doc)) and len(declared) >= 23, declared ^ set(by_rule(doc))
+    assert declared == set(by_rule(doc)) and len(declared) >= 25, declared ^ set(by_rule(doc))
     assert doc["duration_s"] < 90, f"the rebalance suite took {doc['duration_s']} s against the reference broker"
 
 
@@ -486,7 +486,7 @@ def test_consumer_protocol_suite_passes_on_the_reference(tmp_path: Path) -> None
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "consumer_protocol"}
-    assert declared == set(by_rule(doc)) and len(declared) >= 13, declared ^ set(by_rule(doc))
+    assert declared == set(by_rule(doc)) and len(declared) >= 14, declared ^ set(by_rule(doc))
     assert doc["duration_s"] < 90, f"the consumer_protocol suite took {doc['duration_s']} s against the reference"
 
 
