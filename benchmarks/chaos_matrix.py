@@ -7,6 +7,8 @@ the findings written up the way a Jepsen analysis reports them.
     .venv/bin/python benchmarks/chaos_matrix.py --combine out/m-ref-kafka out/m-tansu --out out/matrix   # one report
     .venv/bin/python benchmarks/chaos_matrix.py --workload txn --targets reference,kafka \\
         --nemeses kill+pause+partition --no-lossy --out out/txn-matrix     # transactions, faults combined per cell
+    .venv/bin/python benchmarks/chaos_matrix.py --group-protocol consumer --targets reference,kafka \\
+        --nemeses kill,pause --clients confluent,java --seeds 1 --no-lossy --out out/kip848-matrix   # KIP-848 groups
 
 Each cell is one `chaos run` (chaos/run.py) against a cluster the run starts itself, with Kafka's safe settings
 (acks=all, min.insync.replicas=2, unclean.leader.election.enable=false): expected VALID — no acknowledged write
@@ -82,11 +84,13 @@ class Cell:
     skip: str | None = None
     result: dict[str, Any] = field(default_factory=dict)
     workload: str = "queue"
+    group_protocol: str = "classic"   # the consumers' group protocol (consumer: KIP-848)
 
     @property
     def run_id(self) -> str:
         prefix = "" if self.workload == "queue" else f"{self.workload}-"
-        return f"{prefix}{self.target}-{self.nemesis}-{self.client}-s{self.seed}"
+        suffix = "" if self.group_protocol == "classic" else f"-{self.group_protocol}"
+        return f"{prefix}{self.target}-{self.nemesis}-{self.client}{suffix}-s{self.seed}"
 
 
 def skip_reason(target: str, nemesis: str) -> str | None:
@@ -114,7 +118,7 @@ def cells(args: argparse.Namespace) -> list[Cell]:
             for client in ("reference",) if args.workload == "metadata" else args.clients:
                 for seed in range(args.seeds):
                     out.append(Cell(target, nemesis, client, seed, "valid", skip_reason(target, nemesis),
-                                    workload=args.workload))
+                                    workload=args.workload, group_protocol=getattr(args, "group_protocol", "classic")))
         if args.lossy and args.workload == "queue":
             for client in args.clients:
                 for seed in range(args.seeds):
@@ -133,7 +137,9 @@ def options(cell: Cell, args: argparse.Namespace) -> RunOptions:
         interval=args.interval, fault_duration=args.fault_duration, client=cell.client,
         partitions=1 if lossy else 2, consumers=0 if lossy else 2,
         cluster_settings=dict(UNSAFE) if lossy else {}, target=cell.target, target_config=config,
-        run_id=cell.run_id, progress=False, check_budget=10)
+        run_id=cell.run_id, progress=False, check_budget=10, group_protocol=cell.group_protocol,
+        # KIP-848 needs group membership; classic cells assign, as before
+        sub_via="subscribe" if cell.group_protocol == "consumer" else "assign")
 
 
 def _run_child(opts: RunOptions, out: Any) -> None:
@@ -294,7 +300,7 @@ def _first_index(case: dict[str, Any]) -> int | None:
 def write_tables(all_cells: list[Cell], out: Path, spark: dict[str, Any]) -> None:
     findings = [f for f in (finding(c) for c in all_cells) if f]
     doc = {"cells": [{"run": c.run_id, "target": c.target, "nemesis": c.nemesis, "client": c.client,
-                      "workload": c.workload, "seed": c.seed, "expect": c.expect, "skip": c.skip, "met": met(c), **c.result}
+                      "workload": c.workload, "group_protocol": c.group_protocol, "seed": c.seed, "expect": c.expect, "skip": c.skip, "met": met(c), **c.result}
                      for c in all_cells], "findings": findings, "spark": spark}
     (out / "matrix.json").write_text(json.dumps(doc, indent=1, default=str))
     lines = ["| run | expected | verdict | sends ok/fail/info | faults (failed) | anomalies | wall s |",
@@ -340,9 +346,10 @@ def load_cells(out: Path) -> list[Cell]:
     cells = []
     for row in doc["cells"]:
         c = Cell(row["target"], row["nemesis"], row["client"], row["seed"], row["expect"], row.get("skip"),
-                 workload=row.get("workload", "queue"))
+                 workload=row.get("workload", "queue"), group_protocol=row.get("group_protocol", "classic"))
         c.result = {k: v for k, v in row.items()
-                    if k not in ("run", "target", "nemesis", "client", "workload", "seed", "expect", "skip", "met")}
+                    if k not in ("run", "target", "nemesis", "client", "workload", "group_protocol", "seed", "expect",
+                                 "skip", "met")}
         cells.append(c)
     return cells
 
@@ -380,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="sends per second (queue, default 100) or transactions per second (txn, default 20)")
     ap.add_argument("--workload", choices=("queue", "txn", "metadata"), default="queue",
                     help="the workload of every cell (txn, metadata: no lossy cells; metadata: --client reference)")
+    ap.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                    help="the consumers' group protocol in every cell (consumer: KIP-848, subscribed; the lossy "
+                         "schedule's cells have no consumers)")
     ap.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=True,
                     help="add the lossy schedule (unclean election on, min.insync.replicas=1) per target and client")
     ap.add_argument("--out", type=Path, default=Path("out/matrix"))

@@ -4,6 +4,8 @@ examples:
   python -m chaos run --workload queue --nemesis kill,pause --duration 60s --rate 200 --seed 7 --out out/chaos
   python -m chaos run --workload txn --target kafka --client confluent --nemesis kill,pause,partition \
       --duration 60s --rate 20 --out out/txn      # transactions, read_committed, consume-transform-produce
+  python -m chaos run --workload queue --client confluent --group-protocol consumer --nemesis kill,pause \
+      --duration 60s --out out/kip848     # consumers in a KIP-848 group (subscribe; the broker assigns)
   python -m chaos run --workload metadata --client reference --target kafka --nemesis kill-controller \
       --duration 60s --out out/meta      # topics created, deleted, grown; leaders elected; Metadata from every broker
   python -m chaos run --schedule lossy --cluster-config min.insync.replicas=1 \
@@ -84,7 +86,9 @@ def _run(args: argparse.Namespace) -> int:
             nemeses=tuple(n for n in args.nemesis.split(",") if n and n != "none"), schedule=args.schedule,
             interval=parse_duration(args.interval), fault_duration=parse_duration(args.fault_duration),
             workload=args.workload, client=args.client, acks=-1 if args.acks == "all" else int(args.acks),
-            commit=args.commit, sub_via=args.sub_via, producers=args.producers, consumers=args.consumers,
+            commit=args.commit,
+            sub_via=args.sub_via or ("subscribe" if args.group_protocol == "consumer" else "assign"),
+            group_protocol=args.group_protocol, producers=args.producers, consumers=args.consumers,
             partitions=args.partitions, reset_prob=args.reset_prob, brokers=args.brokers,
             transformers=args.transformers, abort_prob=args.abort_prob,
             cluster_settings=_kv(args.cluster_config, "--cluster-config"), bootstrap=args.bootstrap,
@@ -195,7 +199,11 @@ def _add_run(sub: Any) -> None:
     r.add_argument("--client", default="kafka-python", choices=("reference", "confluent", "kafka-python", "java"))
     r.add_argument("--acks", default="all", choices=("all", "1", "-1"))
     r.add_argument("--commit", default="sync", choices=("sync", "async", "auto"))
-    r.add_argument("--sub-via", default="assign", choices=("assign", "subscribe"))
+    r.add_argument("--sub-via", default=None, choices=("assign", "subscribe"),
+                   help="queue: how consumers get partitions (default assign; subscribe with --group-protocol consumer)")
+    r.add_argument("--group-protocol", default="classic", choices=("classic", "consumer"),
+                   help="the consumers' group protocol: classic or consumer (KIP-848, server-side assignment; "
+                        "--client confluent or java)")
     r.add_argument("--producers", type=int, default=2)
     r.add_argument("--consumers", type=int, default=2)
     r.add_argument("--partitions", type=int, default=2)

@@ -2,12 +2,21 @@
 chaos/txn_clients.py, the Java driver in chaos/java/) need not import each other."""
 from __future__ import annotations
 
-from .clients import CLIENTS, ClientConfig, ConfluentClient, KafkaPythonClient, QueueClient, ReferenceClient
+from .clients import (
+    CLIENTS,
+    ClientConfig,
+    ConfluentClient,
+    KafkaPythonClient,
+    QueueClient,
+    ReferenceClient,
+    check_group_protocol,
+)
 from .txn_clients import TXN_CLIENTS, ConfluentTxnClient, ReferenceTxnClient, TxnClient
 
 
 def make_client(name: str, cfg: ClientConfig) -> QueueClient:
     """A client of the named stack (`CLIENTS`)."""
+    check_group_protocol(name, cfg)
     if name == "kafka-python":
         return KafkaPythonClient(cfg)
     if name == "confluent":
@@ -27,6 +36,7 @@ def check_client(name: str, cfg: ClientConfig) -> None:
     not minutes later in a worker thread); the Python stacks check their settings as they connect."""
     if name not in CLIENTS:
         raise ValueError(f"unknown client {name!r}; choose from {', '.join(CLIENTS)}")
+    check_group_protocol(name, cfg)
     if name == "java":
         from .java.driver import check_settings
 
@@ -35,6 +45,7 @@ def check_client(name: str, cfg: ClientConfig) -> None:
 
 def make_txn_client(name: str, cfg: ClientConfig) -> TxnClient:
     """A transactional client of the named stack (TXN_CLIENTS)."""
+    check_group_protocol(name, cfg)
     if name == "reference":
         return ReferenceTxnClient(cfg)
     if name == "confluent":

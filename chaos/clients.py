@@ -78,6 +78,13 @@ class ClientConfig:
     isolation: str | None = None  # read_committed | read_uncommitted; None: the stack's default
     transactional_id: str | None = None  # the txn workload's producers (chaos/txn_clients.py)
     txn_timeout_ms: int = 10000  # transaction.timeout.ms: a producer that vanished mid-transaction is aborted by then
+    group_protocol: str = "classic"  # classic | consumer (KIP-848: the broker assigns; --group-protocol)
+
+    @property
+    def consumer_protocol(self) -> bool:
+        """Whether the consumers join with KIP-848's protocol (--group-protocol consumer, or group.protocol given
+        directly with --client-config)."""
+        return "consumer" in (self.group_protocol.lower(), self.extra.get("group.protocol", "classic").lower())
 
 
 Record = tuple[str, int, int, Any, Any]  # topic, partition, offset, key, value
@@ -315,7 +322,7 @@ class ConfluentClient(QueueClient):
             self._consumer = Consumer({"bootstrap.servers": self.cfg.bootstrap, "group.id": self.cfg.group,
                                        "enable.auto.commit": self.cfg.commit == "auto",
                                        "auto.commit.interval.ms": 1000, "auto.offset.reset": "earliest",
-                                       "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+                                       **rdkafka_group_settings(self.cfg),
                                        **({"isolation.level": self.cfg.isolation} if self.cfg.isolation else {}),
                                        **self.cfg.extra})
         return self._consumer
@@ -564,7 +571,27 @@ def kafka_python_settings(extra: Mapping[str, str]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def rdkafka_group_settings(cfg: ClientConfig) -> dict[str, Any]:
+    """librdkafka's group settings: the other stacks' session timing for the classic protocol; with KIP-848
+    (``group.protocol=consumer``) the timing is the broker's and librdkafka refuses session.timeout.ms and
+    heartbeat.interval.ms ("not supported for group.protocol=consumer ... defined broker side")."""
+    if cfg.consumer_protocol:
+        return {"group.protocol": "consumer"}
+    return {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+
+
+CONSUMER_PROTOCOL_CLIENTS = ("confluent", "java")   # stacks whose consumers speak KIP-848 (group.protocol=consumer)
+
+
+def check_group_protocol(name: str, cfg: ClientConfig) -> None:
+    """Refuse a stack that cannot join with the protocol asked for, before any cluster starts."""
+    if cfg.consumer_protocol and name not in CONSUMER_PROTOCOL_CLIENTS:
+        raise ValueError(f"--group-protocol consumer (KIP-848): the {name} client stack speaks only the classic group "
+                         f"protocol; use --client {' or '.join(CONSUMER_PROTOCOL_CLIENTS)}")
+
+
 def settings_summary(cfg: ClientConfig) -> Mapping[str, Any]:
     """What goes into the run header (secrets never do)."""
     return {"acks": cfg.acks, "commit": cfg.commit, "security.protocol": cfg.extra.get("security.protocol",
-                                                                                          "PLAINTEXT")}
+                                                                                          "PLAINTEXT"),
+            "group_protocol": "consumer" if cfg.consumer_protocol else "classic"}

@@ -114,6 +114,7 @@ class RunOptions:
     acks: int = -1
     commit: str = "sync"
     sub_via: str = "assign"
+    group_protocol: str = "classic"      # classic | consumer (KIP-848; confluent and java stacks)
     producers: int = 2
     consumers: int = 2
     partitions: int = 2
@@ -387,8 +388,14 @@ def run(opts: RunOptions, on_started: Callable[[dict[str, Any]], None] | None = 
     if opts.workload == "txn" and opts.client not in TXN_CLIENTS:
         raise RunError(f"--workload txn needs a client stack that does transactions: {', '.join(TXN_CLIENTS)} "
                        f"(not {opts.client})")
+    if opts.group_protocol not in ("classic", "consumer"):
+        raise RunError(f"--group-protocol is classic or consumer (not {opts.group_protocol!r})")
+    if opts.group_protocol == "consumer" and opts.workload == "queue" and opts.sub_via != "subscribe":
+        raise RunError("--group-protocol consumer needs group membership: --sub-via subscribe (assigned consumers "
+                       "join no group)")
     check_client(opts.client, ClientConfig(bootstrap=opts.bootstrap or "127.0.0.1:9", acks=opts.acks,
-                                           commit=opts.commit, extra=opts.client_extra))  # before any cluster
+                                           commit=opts.commit, extra=opts.client_extra,
+                                           group_protocol=opts.group_protocol))  # before any cluster
     try:
         kafka_python_settings(opts.client_extra)  # the topic's admin speaks them too: refuse before any cluster
     except ValueError as e:
@@ -500,7 +507,8 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     # Tansu and the Java client's KIP-1242 check): under the user's own, and recorded in the header
     needed = getattr(target, "client_settings", lambda _stack: {})(opts.client)
     cfg = ClientConfig(bootstrap=bootstrap, acks=opts.acks, commit=opts.commit,
-                       extra={**needed, **opts.client_extra}, group=f"chaos-{run_id}")
+                       extra={**needed, **opts.client_extra}, group=f"chaos-{run_id}",
+                       group_protocol=opts.group_protocol)
     spec: Any
     if txn:
         spec = TxnSpec(topic=topic, partitions=opts.partitions, producers=opts.producers,

@@ -112,6 +112,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "group.join_waits_session": ("GROUP-REBALANCE-TIMEOUT",),
     # one mechanism: a member owing its SyncGroup is never expired (silent leader, member gone mid-join)
     "group.owed_sync_never_expires": ("GROUP-SYNC-LEADER-GONE", "GROUP-DISCONNECT-RECOVERS"),
+    "group.abandoned_leader_kept": ("GROUP-JOIN-ABANDONED",),
     "group.expired_member_zombie": ("GROUP-EXPIRED-REJOIN",),
     "group.leader_member_list_capped": ("GROUP-MANY-MEMBERS",),
     "group.left_out_member_refused": ("GROUP-SYNC-ASSIGNMENT",),
@@ -157,6 +158,7 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "consumer.assign_before_revoke": ("CGP-REVOKE-BEFORE-ASSIGN",),
     "consumer.accept_any_epoch": ("CGP-FENCED-EPOCH",),
     "consumer.session_never_expires": ("CGP-SESSION-EXPIRY",),
+    "consumer.unrevoked_member_kept": ("CGP-VANISH-MID-RECONCILIATION",),
     "consumer.session_expires_early": ("CGP-SESSION-EXPIRY",),
     "consumer.leave_no_rebalance": ("CGP-LEAVE",),
     "consumer.group_epoch_reset_on_leave": ("CGP-EPOCHS-GROW",),

@@ -231,6 +231,9 @@ FAULTS: dict[str, str] = {
     "group.owed_sync_never_expires": "a member that joined a generation but never sent its SyncGroup is kept "
                                      "forever (no pending-sync expiry, session not enforced) — breaks "
                                      "GROUP-SYNC-LEADER-GONE and GROUP-DISCONNECT-RECOVERS",
+    "group.abandoned_leader_kept": "a leader whose connection closes while its JoinGroup is parked stays in the "
+                                   "group as its leader forever (no session or pending-sync expiry), so newcomers "
+                                   "never get a Stable generation — breaks GROUP-JOIN-ABANDONED",
     "group.expired_member_zombie": "a member removed by session expiry still gets NONE for its Heartbeat "
                                    "(Kafka: UNKNOWN_MEMBER_ID) — breaks GROUP-EXPIRED-REJOIN",
     "group.leader_member_list_capped": "the leader's JoinGroup answer lists at most 16 members — breaks "
@@ -363,6 +366,9 @@ FAULTS: dict[str, str] = {
                                  "it is the member's or its previous one) — breaks CGP-FENCED-EPOCH",
     "consumer.session_never_expires": "a consumer-group member's session lasts 4 × group.consumer.session.timeout.ms "
                                       "— breaks CGP-SESSION-EXPIRY",
+    "consumer.unrevoked_member_kept": "a consumer-group member that owes revocations is never expired by its "
+                                      "session, only by its rebalance timeout, so one that vanished mid-"
+                                      "reconciliation holds its partitions — breaks CGP-VANISH-MID-RECONCILIATION",
     "consumer.session_expires_early": "a consumer-group member's session lasts half of "
                                       "group.consumer.session.timeout.ms — breaks CGP-SESSION-EXPIRY",
     "consumer.leave_no_rebalance": "a member leaving (epoch -1) is removed without bumping the group epoch, so its "

@@ -166,6 +166,7 @@ class Member:
     session_timer: Timer | None = None
     is_new: bool = False
     sync_refused: bool = False  # (test-only switch group.left_out_member_refused: left out by the leader)
+    abandoned: bool = False     # (test-only switch group.abandoned_leader_kept: its parked join's connection closed)
 
     def sync_answer(self) -> tuple[int, bytes]:
         """(error, assignment) of this member's SyncGroup once the leader assigned: parked or arriving when Stable."""
@@ -433,7 +434,8 @@ class GroupCoordinator:
         if m is None:
             return
         if m.awaiting_join or m.awaiting_sync or (
-                member_id in g.pending_sync and self.faults.on("group.owed_sync_never_expires")):
+                member_id in g.pending_sync and self.faults.on("group.owed_sync_never_expires")) or (
+                self._kept_abandoned(g, m)):
             # GroupCoordinator.shouldKeepAlive: a member parked in join/sync is alive; check again later
             self._schedule_session(g, m)
             return
@@ -462,8 +464,21 @@ class GroupCoordinator:
             return
         for mid in sorted(g.pending_sync):
             m = g.members.get(mid)
-            if m is not None:
+            if m is not None and not self._kept_abandoned(g, m):
                 self._remove_member(g, m, "no SyncGroup within the rebalance timeout")
+
+    def join_abandoned(self, group_id: str, member_id: str) -> None:
+        """The connection of ``member_id``'s parked JoinGroup closed (reported only under the test-only switch
+        group.abandoned_leader_kept; Kafka never looks): mark it so the switch can keep it as leader."""
+        g = self.groups.get(group_id)
+        if isinstance(g, ClassicGroup) and member_id in g.members:
+            g.members[member_id].abandoned = True
+
+    def _kept_abandoned(self, g: ClassicGroup, m: Member) -> bool:
+        """Test-only switch group.abandoned_leader_kept: a leader whose connection closed while its JoinGroup was
+        parked is never expired (session or pending sync), so it stays leader and the group waits for it forever
+        (Kafka removes it: GROUP-JOIN-ABANDONED)."""
+        return m.abandoned and g.leader_id == m.member_id and self.faults.on("group.abandoned_leader_kept")
 
     # -- membership changes -----------------------------------------------------------------------------------
 
@@ -1202,6 +1217,9 @@ class GroupCoordinator:
         if self.groups.get(g.group_id) is not g or m is None:
             return
         if kind == "rebalance" and (m.state != UNREVOKED or m.epoch != epoch):
+            return
+        if kind == "session" and m.state == UNREVOKED and self.faults.on("consumer.unrevoked_member_kept"):
+            self._cg_timer(g, member_id, "session", self._session_ms(), None)   # (test-only: the wedge)
             return
         log.info("group %s: consumer member %s fenced (%s timeout)", g.group_id, member_id, kind)
         self._fence_member(g, member_id)

@@ -26,6 +26,7 @@ from .registry import BROKER, CloseConnection, Registry
 log = logging.getLogger("reference_broker.server")
 
 API_VERSIONS_KEY = 18
+JOIN_GROUP_KEY = 11
 _I32 = struct.Struct(">i")
 _REQ_PREFIX = struct.Struct(">hhi")
 
@@ -106,7 +107,7 @@ class Server:
                 except asyncio.IncompleteReadError as e:
                     log.warning("%s: truncated frame: %d of %d bytes", peer, len(e.partial), size)
                     return
-                out = await self._dispatch(payload, peer)
+                out = await self._dispatch_watched(payload, peer, reader)
                 if out is not None:
                     writer.write(out)
                     await writer.drain()
@@ -119,6 +120,27 @@ class Server:
         finally:
             self._conns.pop(writer, None)
             writer.close()
+
+    async def _dispatch_watched(self, payload: bytes, peer: str, reader: asyncio.StreamReader) -> bytes | None:
+        """Dispatch; only under the test-only switch group.abandoned_leader_kept is a parked JoinGroup watched for
+        its connection closing, so the coordinator can (wrongly) keep the departed leader: the wedge of
+        GROUP-JOIN-ABANDONED. Kafka, like the normal path here, does not look at the connection at all."""
+        faults = getattr(self.node, "faults", None)
+        if (faults is None or not faults.on("group.abandoned_leader_kept") or len(payload) < _REQ_PREFIX.size
+                or _REQ_PREFIX.unpack_from(payload)[0] != JOIN_GROUP_KEY):
+            return await self._dispatch(payload, peer)
+        work = asyncio.ensure_future(self._dispatch(payload, peer))
+        while not work.done():
+            await asyncio.wait([work], timeout=0.02)
+            if not work.done() and reader.at_eof():
+                version = _REQ_PREFIX.unpack_from(payload)[1]
+                handler = self.registry.handlers[JOIN_GROUP_KEY]
+                bio = io.BytesIO(payload)
+                RequestHeader.decode(bio, flexible=handler.request_cls.flexible_version_q(version))
+                req = handler.request_cls.decode(memoryview(payload)[bio.tell():], version=version)
+                self.node.groups.join_abandoned(req.group_id, req.member_id)
+                return await work
+        return work.result()
 
     async def _dispatch(self, payload: bytes, peer: str) -> bytes | None:
         if len(payload) < _REQ_PREFIX.size:

@@ -69,7 +69,7 @@ def consumer_props(cfg: ClientConfig) -> dict[str, str]:
     default.api.timeout.ms = 10 s instead of 60 s so a consumer keeps polling through faults. With
     ``group.protocol=consumer`` (KIP-848) the session and heartbeat timing are the broker's: the Java client refuses
     session.timeout.ms / heartbeat.interval.ms then (ConsumerConfig), so they are not set."""
-    timing = {} if cfg.extra.get("group.protocol", "classic").lower() == "consumer" else {
+    timing = {"group.protocol": "consumer"} if cfg.consumer_protocol else {
         "session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
     return {"bootstrap.servers": cfg.bootstrap, "group.id": cfg.group,
             "enable.auto.commit": str(cfg.commit == "auto").lower(), "auto.commit.interval.ms": "1000",

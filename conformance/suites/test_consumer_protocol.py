@@ -92,6 +92,11 @@ rule("CGP-REBALANCE-TIMEOUT", "a member asked to revoke partitions that keeps he
      "reporting them is fenced once its rebalance timeout passes (its heartbeat is then UNKNOWN_MEMBER_ID or "
      "FENCED_MEMBER_EPOCH) and the other member gets every partition",
      f"{CG}.GroupMetadataManager.scheduleConsumerGroupRebalanceTimeout (UNREVOKED_PARTITIONS)", SUITE)
+rule("CGP-VANISH-MID-RECONCILIATION", "a member asked to give up partitions whose connection then closes (no "
+     "leave, no more heartbeats, nothing revoked) is removed at its session timeout, not held until its (longer) "
+     "rebalance timeout: the newcomer owns every partition within the session timeout plus slack",
+     f"{CG}.GroupMetadataManager.scheduleConsumerGroupSessionTimeout (runs whatever the member's state; "
+     "UNREVOKED_PARTITIONS does not keep a silent member)", SUITE)
 rule("CGP-TOPIC-CREATED", "a member subscribed to a topic name that does not exist yet is assigned its partitions "
      "once the topic is created, without rejoining", f"KIP-848 (metadata changes bump the group epoch); "
      f"{CG}.GroupMetadataManager.onNewMetadataImage / subscription metadata refresh", SUITE)
@@ -463,6 +468,30 @@ async def test_offset_commit_member_epoch(cgp_broker: CgpBroker, evidence: Evide
                                              (None, -1, NONE, "an admin (no member id, epoch -1)")):
             code = await fetch(member_id, epoch)
             assert code == want, f"OffsetFetch v9 from {what} (epoch {epoch}, member at {a.epoch}): {code}"
+
+
+@pytest.mark.rule("CGP-VANISH-MID-RECONCILIATION")
+async def test_member_vanishes_mid_reconciliation(cgp_broker: CgpBroker, evidence: Evidence) -> None:
+    """The KIP-848 side of GROUP-JOIN-ABANDONED: a owns every partition; c joins; once a is told to give some up,
+    a's connection closes without revoking. a's rebalance timeout is three times the bound, so only its session
+    expiry can free the partitions in time; a broker that keeps a revoking member alive is wedged."""
+    b = cgp_broker
+    bound = b.expiry_bound_s()
+    async with group(b, evidence) as (boot, topic, name):
+        a = await member(boot, name, topic, rebalance_timeout_ms=int(3 * bound * 1000))
+        assert (await a.heartbeat(0)).error_code == NONE
+        await a.until(lambda: len(a.assigned) == PARTITIONS, b.settle_s, "the first member getting every partition")
+        c = await joined(b, boot, name, topic)
+        await a.until(lambda: len(a.assigned) < PARTITIONS, b.settle_s, "the first member asked to give partitions up",
+                      revoke=False, others=(c,))
+        last = time.monotonic()                 # a's last heartbeat: its session runs from here
+        assert a.owned - a.assigned, "a must still own the partitions it was asked to revoke"
+        await a.conn.close()
+        await c.until(lambda: len(c.assigned) == PARTITIONS, bound,
+                      "the newcomer owning every partition after the revoking member's connection closed")
+        took = time.monotonic() - last
+        evidence.timing("newcomer owns every partition after the revoking member vanished", took * 1000,
+                        expect_max_ms=bound * 1000, session_ms=b.session_ms, rebalance_ms=int(3 * bound * 1000))
 
 
 @pytest.mark.rule("CGP-REBALANCE-TIMEOUT")

@@ -6,8 +6,9 @@ in progress (Heartbeat, SyncGroup, OffsetCommit), ILLEGAL_GENERATION, UNKNOWN_ME
 (KIP-394), INVALID_SESSION_TIMEOUT, static membership (KIP-345) and cooperative incremental rebalancing
 (KIP-429, with confluent-kafka's cooperative-sticky assignor).
 
-Interrupted conversations: members that disconnect while their JoinGroup or SyncGroup is parked, a leader that
-never sends the assignment, members that come back after their session expired, 20 members joining at once. Each
+Interrupted conversations: members that disconnect while their JoinGroup or SyncGroup is parked (the leader
+too), a leader that never sends the assignment, members that come back after their session expired, 20 members
+joining at once. Each
 is driven by a minimal classic consumer loop per member (join, sync, heartbeat, rejoin on REBALANCE_IN_PROGRESS)
 until the group is Stable again; a group that does not recover within Kafka's timeouts is a divergence whose
 evidence is the timeline (every request and answer with its send/answer times, ``notes.timeline``).
@@ -113,6 +114,12 @@ rule("GROUP-DISCONNECT-RECOVERS", "a member whose connection closes while its Jo
      "removed within its session (or the rebalance) timeout and the rest of the group becomes Stable without it",
      f"{CG}.GroupMetadataManager.completeClassicGroupJoin (a member awaiting join is counted as joined), "
      "expirePendingSync, onExpireHeartbeat", SUITE)
+rule("GROUP-JOIN-ABANDONED", "the leader of a Stable group whose connection closes while its JoinGroup is parked "
+     "(no LeaveGroup) does not hold the group: within about two rebalance/session timeouts a newcomer completes "
+     "JoinGroup and SyncGroup with its assignment, the group is Stable without the departed member and a member "
+     "that stayed", f"{CG}.GroupMetadataManager.completeClassicGroupJoin (the departed member awaiting join is "
+     "counted and may stay leader), expirePendingSync (a leader that never syncs is removed after the rebalance "
+     "timeout), onExpireHeartbeat", SUITE)
 rule("GROUP-MANY-MEMBERS", "20 members joining an Empty group at once form one generation: every JoinGroup "
      "answers NONE with the same generation and leader, the leader is told all 20 members, every SyncGroup returns "
      "that member's assignment and the group is Stable", f"{CG}.GroupMetadataManager.completeClassicGroupJoin "
@@ -381,6 +388,9 @@ class Session:
         boot = await ops.connect_bootstrap(self.broker.bootstrap, evidence=self.evidence)
         self.conns.append(boot)
         assert await ops.create_topic(boot, self.topic, 1) in (0, 36)
+        # a fresh Kafka answers NOT_COORDINATOR until __consumer_offsets is loaded (seen on the first check of a
+        # run: JoinGroup error 16): setup, not what these rules are about
+        await boot.coordinator_ready(self.group)
 
     def background(self, coro: Any) -> asyncio.Task[Any]:
         t = asyncio.ensure_future(coro)
@@ -1005,6 +1015,37 @@ async def test_member_disconnects_while_parked(group_broker: GroupBroker, eviden
         assert closer.done(), "c never got to close its connection"
         msg = within(evidence, f"a and b Stable again after c closed during {parked}", took, None, bound_s * 1000,
                      session_ms=t_ms, rebalance_ms=t_ms)
+        evidence.note("recovered", msg)
+
+
+@pytest.mark.rule("GROUP-JOIN-ABANDONED")
+async def test_leader_abandons_parked_join(group_broker: GroupBroker, evidence: Evidence) -> None:
+    """a (the leader) and s are Stable; a rejoins (a leader's rejoin starts a rebalance; its JoinGroup parks until
+    s rejoins) and its connection closes. Then b joins and s keeps consuming. Kafka still counts a as joined, so a
+    may lead the next generation; it never syncs and is removed at its pending-sync (rebalance timeout) or session
+    expiry, so s and b must end Stable without a, b holding its assignment. A broker where the departed leader
+    stays (newcomers parked or told REBALANCE_IN_PROGRESS forever) is wedged."""
+    t_ms = group_broker.short_session_ms
+    bound_s = (2 * t_ms + slack_ms(2 * t_ms)) / 1000 + group_broker.initial_delay_ms / 1000
+    async with session(group_broker, evidence) as s:
+        x, y = await stable_pair(s, t_ms, t_ms)
+        a, stays = (x, y) if x.leader == x.member_id else (y, x)
+        a_join = await parked_join(s, a)
+        assert not a_join.done(), (f"the leader's rejoin of a Stable group with two members returned "
+                                   f"{a_join.result()} at once; Kafka parks it until the other member rejoins")
+        await asyncio.sleep(0.1)                      # the JoinGroup is on the wire, parked
+        s.timeline.note(f"leader {a.name}'s connection closed with its JoinGroup parked")
+        await a.conn.close()
+        closed = time.monotonic()
+        b = await s.member(session_ms=t_ms, rebalance_ms=t_ms)
+        took = await until_stable(s, [stays, b], bound_s, since=closed)
+        msg = within(evidence, "newcomer and remaining member Stable after the leader abandoned its JoinGroup",
+                     took, None, bound_s * 1000, session_ms=t_ms, rebalance_ms=t_ms)
+        d = await s.describe()
+        assert a.member_id not in d.members, f"{msg}; the departed leader is still a member: {d}"
+        err, got = await b.sync()     # Stable: the member's stored assignment, at once
+        assert (err, got) == (NONE, assignment_for(b.member_id)), \
+            f"{msg}; the newcomer's SyncGroup in the Stable group answered {err} {got!r}"
         evidence.note("recovered", msg)
 
 

@@ -78,3 +78,22 @@ def test_metadata_cells_use_the_reference_client_stack_and_their_own_rate(tmp_pa
     opts = m.options(cells[0], args)
     assert (opts.workload, opts.nemeses, opts.rate, opts.client) == ("metadata", (), 10.0, "reference")
     assert m.options(cells[1], args).nemeses == ("kill-controller",)
+
+
+def test_consumer_protocol_cells_subscribe_and_say_so(tmp_path: Path) -> None:
+    """`--group-protocol consumer`: every cell's consumers join a KIP-848 group (so they subscribe), the run id and
+    matrix.json say which protocol ran, and an earlier matrix reads back with it."""
+    args = argparse.Namespace(targets=("reference",), nemeses=("kill", "pause"), clients=("confluent", "java"),
+                              seeds=1, lossy=False, workload="queue", group_protocol="consumer", out=tmp_path,
+                              duration=60.0, rate=None, interval=10.0, fault_duration=5.0)
+    cells = m.cells(args)
+    assert [c.run_id for c in cells] == [
+        "reference-kill-confluent-consumer-s0", "reference-kill-java-consumer-s0",
+        "reference-pause-confluent-consumer-s0", "reference-pause-java-consumer-s0"]
+    opts = m.options(cells[0], args)
+    assert (opts.group_protocol, opts.sub_via) == ("consumer", "subscribe")
+    classic = m.Cell("reference", "kill", "confluent", 0, "valid")
+    assert classic.run_id == "reference-kill-confluent-s0"
+    assert (m.options(classic, args).group_protocol, m.options(classic, args).sub_via) == ("classic", "assign")
+    m.write_tables(cells[:1], tmp_path, {})
+    assert [c.group_protocol for c in m.load_cells(tmp_path)] == ["consumer"]

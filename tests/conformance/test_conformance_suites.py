@@ -281,6 +281,8 @@ FAULTS = [
     ("group.owed_sync_never_expires", REBALANCE, "leader_never_syncs or session_timeout_removes",
      "GROUP-SYNC-LEADER-GONE", {"GROUP-SESSION-TIMEOUT"}),
     ("group.owed_sync_never_expires", REBALANCE, "disconnects_while_parked", "GROUP-DISCONNECT-RECOVERS", set()),
+    ("group.abandoned_leader_kept", REBALANCE, "leader_abandons or disconnects_while_parked", "GROUP-JOIN-ABANDONED",
+     {"GROUP-DISCONNECT-RECOVERS"}),
     ("group.expired_member_zombie", REBALANCE, "returns_after or session_timeout_removes", "GROUP-EXPIRED-REJOIN",
      {"GROUP-SESSION-TIMEOUT"}),
     ("group.leader_member_list_capped", REBALANCE, "many_members or join_starts", "GROUP-MANY-MEMBERS",
@@ -357,6 +359,8 @@ FAULTS = [
      {"CGP-LEAVE"}),
     ("consumer.accept_any_epoch", CGP, "fenced_member_epoch or test_leave", "CGP-FENCED-EPOCH", {"CGP-LEAVE"}),
     ("consumer.session_never_expires", CGP, "session_expiry or test_leave", "CGP-SESSION-EXPIRY", {"CGP-LEAVE"}),
+    ("consumer.unrevoked_member_kept", CGP, "vanishes_mid or session_expiry", "CGP-VANISH-MID-RECONCILIATION",
+     {"CGP-SESSION-EXPIRY"}),
     ("consumer.session_expires_early", CGP, "session_expiry or test_leave", "CGP-SESSION-EXPIRY", {"CGP-LEAVE"}),
     ("consumer.leave_no_rebalance", CGP, "test_leave or join_gets", "CGP-LEAVE", {"CGP-JOIN-ASSIGNMENT"}),
     ("consumer.group_epoch_reset_on_leave", CGP, "epochs_only_grow or fenced_member_epoch", "CGP-EPOCHS-GROW",
@@ -472,7 +476,7 @@ def test_rebalance_suite_passes_on_the_reference(tmp_path: Path) -> None:
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "rebalance"}
-    assert declared == set(by_rule(doc)) and len(declared) >= 23, declared ^ set(by_rule(doc))
+    assert declared == set(by_rule(doc)) and len(declared) >= 25, declared ^ set(by_rule(doc))
     assert doc["duration_s"] < 90, f"the rebalance suite took {doc['duration_s']} s against the reference broker"
 
 
@@ -482,7 +486,7 @@ def test_consumer_protocol_suite_passes_on_the_reference(tmp_path: Path) -> None
     outcomes = {c["nodeid"].rsplit("::", 1)[-1]: (c["outcome"], c["message"]) for c in doc["checks"]}
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
     declared = {r for r, meta in doc["rules"].items() if meta["suite"] == "consumer_protocol"}
-    assert declared == set(by_rule(doc)) and len(declared) >= 13, declared ^ set(by_rule(doc))
+    assert declared == set(by_rule(doc)) and len(declared) >= 14, declared ^ set(by_rule(doc))
     assert doc["duration_s"] < 90, f"the consumer_protocol suite took {doc['duration_s']} s against the reference"
 
 
