@@ -62,8 +62,6 @@ DEFAULT_TARGETS = ("reference", "kafka", "tansu")
 DEFAULT_NEMESES = ("kill", "pause", "partition", "kill-leader", "isolate-controller", "kill-storage", "pause-storage",
                    "isolate-storage")
 STORAGE_NEMESES = ("kill-storage", "pause-storage", "isolate-storage")
-NETWORK_NEMESES = ("partition", "latency", "kafka-error", "isolate-leader", "isolate-controller", "majority-minority",
-                   "bridge", "refuse-produce")
 DEFAULT_CLIENTS = ("confluent", "java")
 UNSAFE = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
 # Per target: the --target-config of the cluster each run starts (tansu: brokers over shared storage).
@@ -109,8 +107,6 @@ def skip_reason(target: str, nemesis: str) -> str | None:
         return next((r for part in nemesis.split("+") if (r := skip_reason(target, part))), None)
     if nemesis == "isolate-controller" and target == "tansu":
         return "Tansu has no controller: its brokers are stateless over shared storage"
-    if nemesis in NETWORK_NEMESES and target == "reference-quorum":
-        return "the reference quorum is not proxied yet (GAPS.md): no network faults"
     if nemesis in STORAGE_NEMESES and target != "tansu":
         return f"{target} keeps its log on each broker: no shared storage service to fault"
     return None
