@@ -209,3 +209,46 @@ def test_gaps_are_the_reference_brokers_whichever_side_it_is() -> None:
     assert d.gap == "Fetch size limits (KIP-74)", "the same with the reference as target b"
     (d,) = differences(FETCH, a, b, None)
     assert d.gap is None, "between two other brokers the reference's gaps explain nothing"
+
+
+def test_describe_quorum_rows_and_voter_order() -> None:
+    """DescribeQuorum (issue 25): metadata offsets, the controller's clock, directory ids and addresses are
+    normalised; voters listed in another order (Kafka's LeaderState HashMap) are named in id order, so two answers
+    that differ only in order and in those fields compare equal, while leader, epoch and -1s are still compared."""
+    zero, dir_a, dir_b = uuid.UUID(int=0), uuid.uuid4(), uuid.uuid4()
+
+    def answer(voters: list[int], hw: int, t: int, directory: uuid.UUID, port: int) -> dict:
+        rs = [{"replica_id": v, "replica_directory_id": zero, "log_end_offset": hw + v % 3,
+               "last_fetch_timestamp": -1 if v == 1000 else t + v, "last_caught_up_timestamp": t} for v in voters]
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": [{
+            "topic_name": "__cluster_metadata", "partitions": [{
+                "partition_index": 0, "error_code": 0, "error_message": None, "leader_id": 1000, "leader_epoch": 1,
+                "high_watermark": hw, "current_voters": rs,
+                "observers": [{"replica_id": 0, "replica_directory_id": directory, "log_end_offset": -1,
+                               "last_fetch_timestamp": t, "last_caught_up_timestamp": t}]}]}],
+            "nodes": [{"node_id": v, "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": port + v}]}
+                      for v in voters]}
+
+    a = N.normalise(55, answer([1000, 1001, 1002], 40, 1_700_000_000_000, dir_a, 9000), N.SideNames())
+    b = N.normalise(55, answer([1002, 1000, 1001], 97, 1_800_000_000_000, dir_b, 7000), N.SideNames())
+    assert differences(55, a, b) == []
+    p = a["topics"][0]["partitions"][0]
+    assert p["leader_id"] == "node#1" and p["leader_epoch"] == 1 and p["high_watermark"] == "<metadata offset>"
+    assert [v["replica_id"] for v in p["current_voters"]] == ["node#1", "node#2", "node#3"]
+    assert p["current_voters"][0]["last_fetch_timestamp"] == -1, "an unknown time (-1) is compared"
+    assert p["observers"][0]["log_end_offset"] == -1 and p["observers"][0]["replica_directory_id"] == "<directory id>"
+    c = N.normalise(55, answer([1000, 1001, 1002], 40, 1, zero, 9000), N.SideNames())
+    diffs = {d.field for d in differences(55, a, c)}
+    assert diffs == {"topics[].partitions[].observers[].replica_directory_id"}, diffs
+
+
+def test_describe_cluster_addresses_and_ids() -> None:
+    tree = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+            "cluster_id": "xyz", "controller_id": 2, "cluster_authorized_operations": -2147483648,
+            "brokers": [{"broker_id": 2, "host": "h2", "port": 9, "rack": None},
+                        {"broker_id": 0, "host": "h0", "port": 8, "rack": None}]}
+    out = N.normalise(60, tree, N.SideNames())
+    assert out["cluster_id"] == "<cluster id>" and out["controller_id"] == "node#1"
+    assert {(b["broker_id"], b["host"], b["port"]) for b in out["brokers"]} == {
+        ("node#1", "<host>", "<port>"), ("node#2", "<host>", "<port>")}
+    assert out["cluster_authorized_operations"] == -2147483648
