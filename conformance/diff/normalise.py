@@ -76,6 +76,18 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
         "-1 stays", "The leader's wall clock when a replica fetched (KIP-836, LeaderState.ReplicaState); two "
         "controllers never read the same clock. Whether a time is known (-1 or not) is compared."),
     Normalisation(
+        "quorum-epoch", "DescribeQuorum leader_epoch ≥ 1 → '<quorum epoch>'; 0 and -1 stay",
+        "How many elections a fresh quorum held before it was asked depends on the order its controllers started "
+        "in, the election timeout's random jitter and split votes (KIP-595, QuorumState; seen: the reference at "
+        "epoch 1, Kafka 4.4.0 at epoch 2 after the same start). That an epoch is ≥ 1 at rest and never goes back "
+        "is checked by the quorum suite (QUORUM-DESCRIBE, QUORUM-FAILOVER-PAUSE)."),
+    Normalisation(
+        "random-controller-id", "Metadata controller_id and DescribeCluster controller_id (endpoint type brokers) "
+        "≥ 0 → '<a live broker>' when the answer lists more than one broker; with one broker it is compared",
+        "A KRaft broker does not tell clients the active controller: it names a random live broker "
+        "(KafkaApis.handleTopicMetadataRequest / handleDescribeCluster: KRaftCachedControllerId → "
+        "metadataCache.getRandomAliveBrokerId), so two correct clusters of several brokers name different ones."),
+    Normalisation(
         "directory-ids", "DescribeQuorum v2 replica_directory_id other than the zero UUID → '<directory id>'",
         "A random UUID written to meta.properties when a log dir is formatted (KIP-853 ReplicaKey); the zero UUID "
         "(no directory id known) is compared."),
@@ -188,7 +200,7 @@ def _entities(api_key: int) -> dict[str, str]:
 def normalise(api_key: int, tree: dict[str, Any], names: SideNames) -> dict[str, Any]:
     """The answer ``tree`` with every row of :data:`NORMALISATIONS` applied (a new tree; the input is kept)."""
     ents = _entities(api_key)
-    out = _walk(api_key, _presort(api_key, tree), "", ents, names)
+    out = _walk(api_key, _random_controller(api_key, _presort(api_key, tree)), "", ents, names)
     return _order(api_key, out)
 
 
@@ -294,6 +306,14 @@ def _quorum_clock(api_key: int, path: str, name: str, entity: str | None, value:
     return False, value
 
 
+def _quorum_epoch(api_key: int, path: str, name: str, entity: str | None, value: Any,
+                  names: SideNames) -> tuple[bool, Any]:
+    if api_key == DESCRIBE_QUORUM and path == "topics[].partitions[].leader_epoch" and isinstance(value, int) \
+            and value >= 1:
+        return True, "<quorum epoch>"
+    return False, value
+
+
 def _directory_ids(api_key: int, path: str, name: str, entity: str | None, value: Any,
                    names: SideNames) -> tuple[bool, Any]:
     if api_key == DESCRIBE_QUORUM and name == "replica_directory_id" and isinstance(value, uuid.UUID) \
@@ -304,11 +324,12 @@ def _directory_ids(api_key: int, path: str, name: str, entity: str | None, value
 
 # in the table's order; each leaf takes the first rule that applies
 _LEAF_RULES: tuple[LeafRule, ...] = (_throttle, _cluster_id, _topic_ids, _node_ids, _addresses, _quorum_offsets,
-                                     _quorum_clock, _directory_ids, _member_ids, _producer_ids, _error_message,
+                                     _quorum_clock, _quorum_epoch, _directory_ids, _member_ids, _producer_ids, _error_message,
                                      _broker_clock)
 # the row each leaf rule implements (tests check the two lists stay one table)
 RULE_ROWS = {_throttle: "throttle", _cluster_id: "cluster-id", _topic_ids: "topic-ids", _node_ids: "node-ids",
              _addresses: "addresses", _quorum_offsets: "quorum-offsets", _quorum_clock: "quorum-clock",
+             _quorum_epoch: "quorum-epoch",
              _directory_ids: "directory-ids", _member_ids: "member-ids", _producer_ids: "producer-ids",
              _error_message: "error-message-text", _broker_clock: "broker-clock"}
 
@@ -345,6 +366,15 @@ PRESORTED: dict[int, dict[str, str]] = {
                       "topics[].partitions[].observers": "replica_id", "nodes": "node_id"},
     DESCRIBE_CLUSTER: {"brokers": "broker_id"},
 }
+
+
+def _random_controller(api_key: int, tree: dict[str, Any]) -> dict[str, Any]:
+    """The random-controller-id row (a whole-answer rule: it needs the number of brokers and the endpoint type)."""
+    if api_key not in (METADATA, DESCRIBE_CLUSTER) or not isinstance(tree.get("controller_id"), int):
+        return tree
+    if tree["controller_id"] < 0 or len(tree.get("brokers") or []) < 2 or tree.get("endpoint_type", 1) != 1:
+        return tree
+    return {**tree, "controller_id": "<a live broker>"}
 
 
 def _presort(api_key: int, tree: dict[str, Any]) -> dict[str, Any]:

@@ -47,14 +47,16 @@ def test_metadata_ids_and_addresses_renamed_consistently() -> None:
     names = N.SideNames()
     out = N.normalise(METADATA, tree, names)
     assert out["cluster_id"] == "<cluster id>"
-    assert out["controller_id"] == "node#1" and out["topics"][0]["partitions"][0]["leader_id"] == "node#1"
-    assert out["topics"][0]["partitions"][0]["replica_nodes"] == ["node#1", "node#2"]
+    # two brokers: a KRaft broker names a random live one as controller (the random-controller-id row)
+    assert out["controller_id"] == "<a live broker>"
+    assert out["topics"][0]["partitions"][0]["leader_id"] == "node#2"          # brokers[] named 9, 7 first
+    assert out["topics"][0]["partitions"][0]["replica_nodes"] == ["node#2", "node#1"]
     assert {b["node_id"]: (b["host"], b["port"]) for b in out["brokers"]} == {
         "node#1": ("<host>", "<port>"), "node#2": ("<host>", "<port>")}
     assert out["topics"][0]["topic_id"] == "topic#1" and out["topics"][1]["topic_id"] == str(zero)
     # the same ids in another answer of the same conversation get the same names
     again = N.normalise(METADATA, {"controller_id": 9, "brokers": [], "topics": []}, names)
-    assert again["controller_id"] == "node#2"
+    assert again["controller_id"] == "node#1"
     # a node id of -1 (no leader) is kept
     assert N.normalise(METADATA, {"controller_id": -1}, N.SideNames())["controller_id"] == -1
 
@@ -233,7 +235,8 @@ def test_describe_quorum_rows_and_voter_order() -> None:
     b = N.normalise(55, answer([1002, 1000, 1001], 97, 1_800_000_000_000, dir_b, 7000), N.SideNames())
     assert differences(55, a, b) == []
     p = a["topics"][0]["partitions"][0]
-    assert p["leader_id"] == "node#1" and p["leader_epoch"] == 1 and p["high_watermark"] == "<metadata offset>"
+    assert p["leader_id"] == "node#1" and p["leader_epoch"] == "<quorum epoch>"
+    assert p["high_watermark"] == "<metadata offset>"
     assert [v["replica_id"] for v in p["current_voters"]] == ["node#1", "node#2", "node#3"]
     assert p["current_voters"][0]["last_fetch_timestamp"] == -1, "an unknown time (-1) is compared"
     assert p["observers"][0]["log_end_offset"] == -1 and p["observers"][0]["replica_directory_id"] == "<directory id>"
@@ -248,7 +251,31 @@ def test_describe_cluster_addresses_and_ids() -> None:
             "brokers": [{"broker_id": 2, "host": "h2", "port": 9, "rack": None},
                         {"broker_id": 0, "host": "h0", "port": 8, "rack": None}]}
     out = N.normalise(60, tree, N.SideNames())
-    assert out["cluster_id"] == "<cluster id>" and out["controller_id"] == "node#1"
+    assert out["cluster_id"] == "<cluster id>" and out["controller_id"] == "<a live broker>"
     assert {(b["broker_id"], b["host"], b["port"]) for b in out["brokers"]} == {
         ("node#1", "<host>", "<port>"), ("node#2", "<host>", "<port>")}
     assert out["cluster_authorized_operations"] == -2147483648
+
+
+def test_quorum_epoch_and_random_controller_rows() -> None:
+    """A fresh quorum's epoch (1 on the reference, 2 on Kafka 4.4.0 in the same run) and the random live broker a
+    KRaft broker names as controller of a cluster of several brokers are normalised; -1/0 and a single broker's
+    answer are compared; the directory ids Kafka's observers carry are the GAPS.md row 'Dynamic quorum (KIP-853)'."""
+    def dq(epoch: int) -> dict:
+        return {"topics": [{"topic_name": "__cluster_metadata", "partitions": [
+            {"partition_index": 0, "leader_id": 1000, "leader_epoch": epoch}]}]}
+
+    def part(tree: dict) -> dict:
+        return tree["topics"][0]["partitions"][0]
+
+    assert part(N.normalise(55, dq(1), N.SideNames()))["leader_epoch"] == "<quorum epoch>"
+    assert part(N.normalise(55, dq(-1), N.SideNames()))["leader_epoch"] == -1
+    two = [{"node_id": 0, "host": "h", "port": 1, "rack": None}, {"node_id": 1, "host": "h", "port": 2, "rack": None}]
+    assert N.normalise(METADATA, {"controller_id": 1, "brokers": two}, N.SideNames())["controller_id"] == \
+        "<a live broker>"
+    assert N.normalise(METADATA, {"controller_id": 0, "brokers": two[:1]}, N.SideNames())["controller_id"] == "node#1"
+    assert N.normalise(60, {"endpoint_type": 2, "controller_id": 1000, "brokers": two}, N.SideNames())[
+        "controller_id"] == "node#1", "from a controller listener it is the Raft leader: compared"
+    path = "topics[0].partitions[0].observers[replica_id=node#4].replica_directory_id"
+    assert known_gap(55, path, None, "<directory id>") == "Dynamic quorum (KIP-853)"
+    assert known_gap(55, path, "<directory id>", None) is None
