@@ -88,6 +88,14 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
         "(KafkaApis.handleTopicMetadataRequest / handleDescribeCluster: KRaftCachedControllerId → "
         "metadataCache.getRandomAliveBrokerId), so two correct clusters of several brokers name different ones."),
     Normalisation(
+        "replica-placement", "Metadata and DescribeTopicPartitions partitions[]: leader_id, replica_nodes, isr_nodes, "
+        "offline_replicas, eligible_leader_replicas and last_known_elr name a replica by its position in "
+        "replica_nodes ('replica[0]', ...) instead of its node; an id not among the replicas is kept (and renamed)",
+        "Which brokers a new partition's replicas go to is the controller's choice: Kafka's StripedReplicaPlacer "
+        "starts at a random broker (seen: one partition of the same topic on the 1st broker of one cluster and the "
+        "3rd of the other). What Kafka's rules fix is compared: the leader is a replica (usually the first), the "
+        "ISR and ELR are replicas, no replica twice."),
+    Normalisation(
         "directory-ids", "DescribeQuorum v2 replica_directory_id other than the zero UUID → '<directory id>'",
         "A random UUID written to meta.properties when a log dir is formatted (KIP-853 ReplicaKey); the zero UUID "
         "(no directory id known) is compared."),
@@ -200,7 +208,7 @@ def _entities(api_key: int) -> dict[str, str]:
 def normalise(api_key: int, tree: dict[str, Any], names: SideNames) -> dict[str, Any]:
     """The answer ``tree`` with every row of :data:`NORMALISATIONS` applied (a new tree; the input is kept)."""
     ents = _entities(api_key)
-    out = _walk(api_key, _random_controller(api_key, _presort(api_key, tree)), "", ents, names)
+    out = _walk(api_key, _placement(api_key, _random_controller(api_key, _presort(api_key, tree))), "", ents, names)
     return _order(api_key, out)
 
 
@@ -375,6 +383,33 @@ def _random_controller(api_key: int, tree: dict[str, Any]) -> dict[str, Any]:
     if tree["controller_id"] < 0 or len(tree.get("brokers") or []) < 2 or tree.get("endpoint_type", 1) != 1:
         return tree
     return {**tree, "controller_id": "<a live broker>"}
+
+
+PLACED = ("isr_nodes", "offline_replicas", "eligible_leader_replicas", "last_known_elr")
+
+
+def _placement(api_key: int, tree: dict[str, Any]) -> dict[str, Any]:
+    """The replica-placement row (a whole-partition rule: positions are relative to the partition's replica_nodes)."""
+    if api_key not in (METADATA, DESCRIBE_TOPIC_PARTITIONS) or not isinstance(tree.get("topics"), list):
+        return tree
+
+    def part(p: Any) -> Any:
+        if not isinstance(p, dict) or not isinstance(p.get("replica_nodes"), list):
+            return p
+        pos: dict[int, str] = {}
+        for i, r in enumerate(p["replica_nodes"]):
+            pos.setdefault(r, f"replica[{i}]")
+        out = {**p, "replica_nodes": [pos[r] for r in p["replica_nodes"]]}
+        if isinstance(p.get("leader_id"), int) and p["leader_id"] in pos:
+            out["leader_id"] = pos[p["leader_id"]]
+        for name in PLACED:
+            if isinstance(p.get(name), list):
+                out[name] = [pos.get(r, r) for r in p[name]]
+        return out
+
+    topics = [{**t, "partitions": [part(p) for p in t["partitions"]]}
+              if isinstance(t, dict) and isinstance(t.get("partitions"), list) else t for t in tree["topics"]]
+    return {**tree, "topics": topics}
 
 
 def _presort(api_key: int, tree: dict[str, Any]) -> dict[str, Any]:

@@ -49,8 +49,10 @@ def test_metadata_ids_and_addresses_renamed_consistently() -> None:
     assert out["cluster_id"] == "<cluster id>"
     # two brokers: a KRaft broker names a random live one as controller (the random-controller-id row)
     assert out["controller_id"] == "<a live broker>"
-    assert out["topics"][0]["partitions"][0]["leader_id"] == "node#2"          # brokers[] named 9, 7 first
-    assert out["topics"][0]["partitions"][0]["replica_nodes"] == ["node#2", "node#1"]
+    # replicas by their position in replica_nodes (the replica-placement row): the leader is the first replica
+    assert out["topics"][0]["partitions"][0]["leader_id"] == "replica[0]"
+    assert out["topics"][0]["partitions"][0]["replica_nodes"] == ["replica[0]", "replica[1]"]
+    assert out["topics"][0]["partitions"][0]["isr_nodes"] == ["replica[0]"]
     assert {b["node_id"]: (b["host"], b["port"]) for b in out["brokers"]} == {
         "node#1": ("<host>", "<port>"), "node#2": ("<host>", "<port>")}
     assert out["topics"][0]["topic_id"] == "topic#1" and out["topics"][1]["topic_id"] == str(zero)
@@ -279,3 +281,21 @@ def test_quorum_epoch_and_random_controller_rows() -> None:
     path = "topics[0].partitions[0].observers[replica_id=node#4].replica_directory_id"
     assert known_gap(55, path, None, "<directory id>") == "Dynamic quorum (KIP-853)"
     assert known_gap(55, path, "<directory id>", None) is None
+
+
+def test_replica_placement_compares_roles_not_brokers() -> None:
+    """Kafka's StripedReplicaPlacer starts at a random broker: the same partition on different brokers of two
+    clusters compares equal when its leader, ISR and ELR stand in the same relation to its replicas, and differs when
+    they do not (a leader outside the replicas, an ISR short of a replica)."""
+    def dtp(replicas: list[int], leader: int, isr: list[int]) -> dict:
+        return {"topics": [{"error_code": 0, "name": "t", "partitions": [
+            {"partition_index": 0, "leader_id": leader, "replica_nodes": replicas, "isr_nodes": isr,
+             "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []}]}]}
+
+    a = N.normalise(75, dtp([2, 0, 1], 2, [2, 0, 1]), N.SideNames())
+    assert differences(75, a, N.normalise(75, dtp([0, 1, 2], 0, [0, 1, 2]), N.SideNames())) == []
+    short = {d.field for d in differences(75, a, N.normalise(75, dtp([0, 1, 2], 0, [0, 1]), N.SideNames()))}
+    assert short == {"topics[].partitions[].isr_nodes"}
+    outside = N.normalise(75, dtp([0, 1, 2], 7, [0, 1, 2]), N.SideNames())
+    assert outside["topics"][0]["partitions"][0]["leader_id"] == "node#1", "a leader that is no replica: renamed"
+    assert N.normalise(75, dtp([0], -1, []), N.SideNames())["topics"][0]["partitions"][0]["leader_id"] == -1
