@@ -34,6 +34,12 @@ phantom, shrunk partition count or stale broker view, the controller's answers l
 
     .venv/bin/python benchmarks/chaos_matrix.py --workload metadata --targets reference,kafka --seeds 1 \\
         --nemeses none,kill-controller,pause-controller,isolate-controller --out out/metadata-matrix
+
+Target `reference-quorum` is the reference cluster with its controllers as a 3-voter Raft quorum (controllers=3,
+voters 1000..1002), `kafka-dedicated` Kafka with 3 controller-only nodes; `kafka` is Kafka's 3 combined nodes:
+
+    .venv/bin/python benchmarks/chaos_matrix.py --targets reference-quorum,kafka --seeds 1 --no-lossy \\
+        --nemeses kill-controller,pause-controller --clients confluent,java --out out/quorum-matrix
 """
 
 from __future__ import annotations
@@ -65,7 +71,13 @@ TARGET_CONFIG: dict[str, dict[str, str]] = {
     "reference": {},
     "kafka": {},
     "tansu": {"brokers": "3", "storage": "postgres"},
+    # the reference cluster's controllers as a Raft quorum (3 dedicated voters, ids 1000..1002, KIP-595), so the
+    # controller nemeses mean on it what they mean on Kafka's quorum
+    "reference-quorum": {"controllers": "3"},
+    "kafka-dedicated": {"controllers": "3"},   # Kafka with 3 controller-only nodes beside its 3 brokers
 }
+# Matrix target names that are a started target kind with a --target-config of their own (TARGET_CONFIG).
+TARGET_KIND = {"reference-quorum": "reference", "kafka-dedicated": "kafka"}
 # The lossy schedule pauses both followers; on Kafka in combined mode that also stalls two of the three controller
 # voters, so the ISR cannot shrink (nothing is acknowledged by the leader alone): a controller of its own, as the
 # reference cluster has, makes the schedule mean the same thing.
@@ -136,7 +148,8 @@ def options(cell: Cell, args: argparse.Namespace) -> RunOptions:
         nemeses=() if lossy else tuple(n for n in cell.nemesis.split("+") if n != "none"),
         interval=args.interval, fault_duration=args.fault_duration, client=cell.client,
         partitions=1 if lossy else 2, consumers=0 if lossy else 2,
-        cluster_settings=dict(UNSAFE) if lossy else {}, target=cell.target, target_config=config,
+        cluster_settings=dict(UNSAFE) if lossy else {}, target=TARGET_KIND.get(cell.target, cell.target),
+        target_config=config,
         run_id=cell.run_id, progress=False, check_budget=10, group_protocol=cell.group_protocol,
         # KIP-848 needs group membership; classic cells assign, as before
         sub_via="subscribe" if cell.group_protocol == "consumer" else "assign")

@@ -95,6 +95,9 @@ class Cluster:
         self.advertised = dict(advertised or {})         # node id -> HOST:PORT clients are told (a proxy)
         self.links = dict(links or {})                   # node id -> "ID=HOST:PORT,..." replication routes
         self.controller_routes = dict(controller_address or {})   # node id -> controller HOST:PORT (a proxy)
+        # node id (broker or voter) -> its own controller.quorum.voters (each peer voter through a proxy); nodes
+        # not named use voters_setting
+        self.voter_routes: dict[int, str] = {}
         ports = [base_port + i for i in range(brokers + 1)] if base_port else [free_port(host) for _ in range(brokers + 1)]
         self.controller_port, self.ports = ports[0], dict(enumerate(ports[1:]))
         self.nodes: dict[int, NodeProcess] = {}
@@ -138,14 +141,16 @@ class Cluster:
         """controller.quorum.voters: ``id@host:port,...`` ('' for a single controller)."""
         return ",".join(f"{v}@{self.host}:{p}" for v, p in sorted(self.voter_ports.items()))
 
-    def _quorum_args(self) -> list[str]:
-        return ["--config", f"controller.quorum.voters={self.voters_setting}"] if self.quorum else []
+    def _quorum_args(self, node_id: int) -> list[str]:
+        if not self.quorum:
+            return []
+        return ["--config", f"controller.quorum.voters={self.voter_routes.get(node_id, self.voters_setting)}"]
 
     def _controller_proc(self, voter: int | None = None) -> NodeProcess:
         if voter is not None:
             port = self.voter_ports[voter]
             argv = [sys.executable, "-m", "reference_broker", "controller", "--listen", f"{self.host}:{port}",
-                    *self._storage(f"controller-{voter}"), *self._common(), *self._quorum_args(),
+                    *self._storage(f"controller-{voter}"), *self._common(), *self._quorum_args(voter),
                     "--config", f"node.id={voter}"]
             if self.seed is not None:
                 argv += ["--seed", str(self.seed * 1000 + voter)]
@@ -161,7 +166,7 @@ class Cluster:
         controller = self.controller_routes.get(node_id, f"{self.host}:{self.controller_port}")
         argv = [sys.executable, "-m", "reference_broker", "serve", "--broker-id", str(node_id),
                 "--listen", f"{self.host}:{self.ports[node_id]}", "--controller", controller,
-                *self._storage(f"broker-{node_id}"), *self._common(), *self._quorum_args(),
+                *self._storage(f"broker-{node_id}"), *self._common(), *self._quorum_args(node_id),
                 "--ready-timeout", str(self.ready_timeout)]
         if node_id in self.advertised:
             argv += ["--config", f"advertised.listeners={self.advertised[node_id]}"]

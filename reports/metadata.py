@@ -32,7 +32,7 @@ Anomalies (names a user understands; each case lists the operations that show it
 - ``phantom``            a read shows a topic no create had been invoked for before the read completed, or more
                          partitions than any create/CreatePartitions invoked by then asked for; or shows a topic
                          again after an acknowledged delete (a final read, or a broker that had shown it deleted),
-                         with no create invoked since.
+                         with no create that could have taken effect since (every create completed before it).
 - ``partitions-shrunk``  one broker shows fewer partitions than it showed before (no delete in between), or a
                          final read shows fewer than an acknowledged create or CreatePartitions set.
 - ``stale-read``         one broker's view went backwards: it shows a topic absent after showing it present with
@@ -238,7 +238,9 @@ class _Life:
     grows_ok: list[MOp] = field(default_factory=list)
 
     def created_since(self, t: float) -> list[MOp]:
-        return [c for c in self.create_invokes if c.call > t]
+        """The creates that may have taken effect after time ``t``: every one not completed by then (also one
+        invoked before ``t`` and acknowledged after it, which may be linearized after a delete invoked at ``t``)."""
+        return [c for c in self.create_invokes if c.ret > t]
 
     def asked_by(self, t: float) -> int:
         """The most partitions any create or CreatePartitions invoked before ``t`` asked for."""

@@ -28,7 +28,8 @@ API_NAMES = {
     10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
     15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
     21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch", 32: "DescribeConfigs",
-    42: "DeleteGroups", 43: "ElectLeaders", 47: "OffsetDelete", 57: "UpdateFeatures", 75: "DescribeTopicPartitions",
+    42: "DeleteGroups", 43: "ElectLeaders", 47: "OffsetDelete", 55: "DescribeQuorum", 57: "UpdateFeatures",
+    60: "DescribeCluster", 75: "DescribeTopicPartitions",
 }
 
 

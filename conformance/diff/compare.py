@@ -59,6 +59,9 @@ GAP_FIELDS: tuple[Gap, ...] = (
         note="config_type UNKNOWN"),
     Gap(DESCRIBE_CONFIGS, 32, "results[].configs[].config_source",
         lambda p, a, b: p.endswith(_MIN_ISR_SOURCE) and (a, b) == (5, 3), note="min.insync.replicas source"),
+    Gap("Dynamic quorum (KIP-853)", 55, "topics[].partitions[].*[].replica_directory_id",
+        lambda p, a, b: a is None and b == "<directory id>",
+        note="the reference knows no directory ids: zero for every replica, Kafka's brokers (observers) send theirs"),
 )
 
 

@@ -31,7 +31,9 @@ from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
+    DescribeClusterRequest,
     DescribeConfigsRequest,
+    DescribeTopicPartitionsRequest,
 )
 from kafka.protocol.consumer import JoinGroupRequest, OffsetDeleteRequest
 from kafka.protocol.producer import InitProducerIdRequest
@@ -370,6 +372,28 @@ class DiffMachine(RuleBasedStateMachine):
         req = DescribeConfigsRequest(resources=[R(resource_type=kind, resource_name=name, configuration_keys=keys)],
                                      include_synonyms=False, include_documentation=False)
         self.both("describe_configs", lambda s, w: w.request("DescribeConfigs", req))
+
+    # -- the control plane (issue 25): the quorum, the cluster, partitions with their ELR ---------------------
+    @rule()
+    def describe_quorum(self) -> None:
+        """DescribeQuorum of __cluster_metadata-0 (KIP-595), forwarded by the broker to the active controller."""
+        self.both("describe_quorum", lambda s, w: w.describe_quorum())
+
+    @rule(operations=st.booleans())
+    def describe_cluster(self, operations: bool) -> None:
+        """DescribeCluster (KIP-700) asked of a broker's listener: brokers, controller, cluster id."""
+        req = DescribeClusterRequest(include_cluster_authorized_operations=operations, endpoint_type=1)
+        self.both("describe_cluster", lambda s, w: w.request("DescribeCluster", req))
+
+    @rule(topics_=st.lists(topics, min_size=1, max_size=3, unique=True), unknown=st.booleans(),
+          limit=st.sampled_from([0, 1, 2, 2000]), cursor=st.booleans())
+    def describe_topic_partitions(self, topics_: list[str], unknown: bool, limit: int, cursor: bool) -> None:
+        """DescribeTopicPartitions (KIP-966) with a page limit and a cursor at the first topic's partition 1."""
+        R = DescribeTopicPartitionsRequest
+        names = sorted(topics_) + ([f"{self.prefix}-missing"] if unknown else [])
+        req = R(topics=[R.TopicRequest(name=n) for n in names], response_partition_limit=limit,
+                cursor=R.Cursor(topic_name=names[0], partition_index=1) if cursor else None)
+        self.both("describe_topic_partitions", lambda s, w: w.request("DescribeTopicPartitions", req))
 
     @rule()
     def init_producer_id(self) -> None:

@@ -27,6 +27,10 @@ MEMBER_BYTES = frozenset({"assignment", "metadata", "member_assignment", "member
 GROUP_APIS = frozenset({11, 12, 13, 14, 15, 8})
 JOIN_GROUP, DESCRIBE_GROUPS, METADATA, FIND_COORDINATOR, PRODUCE, OFFSET_FETCH = 11, 15, 3, 10, 0, 9
 CREATE_TOPICS, DESCRIBE_CONFIGS, OFFSET_COMMIT, LIST_OFFSETS = 19, 32, 8, 2
+DESCRIBE_QUORUM, DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS = 55, 60, 75
+# the fields of a DescribeQuorum ReplicaState (current_voters[] and observers[]) that the quorum-* rows touch
+QUORUM_OFFSETS = frozenset({"high_watermark", "log_end_offset"})
+QUORUM_CLOCK = frozenset({"last_fetch_timestamp", "last_caught_up_timestamp"})
 
 
 @dataclass(frozen=True)
@@ -56,9 +60,45 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
         "node.id is deployment configuration (KRaft server.properties); only the relations between ids are "
         "Kafka's rules, and consistent renaming keeps them."),
     Normalisation(
-        "addresses", "host and port of Metadata brokers[] and FindCoordinator (also coordinators[]) → '<host>', "
-        "'<port>'", "Advertised listeners are deployment configuration (advertised.listeners); which node is named "
-        "is still compared through the node id."),
+        "addresses", "host and port of Metadata brokers[], FindCoordinator (also coordinators[]), DescribeCluster "
+        "brokers[] and DescribeQuorum nodes[].listeners[] → '<host>', '<port>'", "Advertised listeners are "
+        "deployment configuration (advertised.listeners, controller.quorum.voters); which node is named is still "
+        "compared through the node id."),
+    Normalisation(
+        "quorum-offsets", "DescribeQuorum high_watermark and every replica's log_end_offset ≥ 0 → '<metadata "
+        "offset>'; -1 (unknown) stays",
+        "Offsets in __cluster_metadata count the records each controller implementation writes (registrations, "
+        "feature levels, configs, and Kafka's NoOpRecord every metadata.max.idle.interval.ms, KIP-835), so they "
+        "grow with time and differ between two correct controllers; whether an offset is known is compared, and "
+        "the quorum suite checks log end ≥ high watermark (QUORUM-DESCRIBE)."),
+    Normalisation(
+        "quorum-clock", "DescribeQuorum last_fetch_timestamp and last_caught_up_timestamp ≥ 0 → '<controller clock>'; "
+        "-1 stays", "The leader's wall clock when a replica fetched (KIP-836, LeaderState.ReplicaState); two "
+        "controllers never read the same clock. Whether a time is known (-1 or not) is compared."),
+    Normalisation(
+        "quorum-epoch", "DescribeQuorum leader_epoch ≥ 1 → '<quorum epoch>'; 0 and -1 stay",
+        "How many elections a fresh quorum held before it was asked depends on the order its controllers started "
+        "in, the election timeout's random jitter and split votes (KIP-595, QuorumState; seen: the reference at "
+        "epoch 1, Kafka 4.4.0 at epoch 2 after the same start). That an epoch is ≥ 1 at rest and never goes back "
+        "is checked by the quorum suite (QUORUM-DESCRIBE, QUORUM-FAILOVER-PAUSE)."),
+    Normalisation(
+        "random-controller-id", "Metadata controller_id and DescribeCluster controller_id (endpoint type brokers) "
+        "≥ 0 → '<a live broker>' when the answer lists more than one broker; with one broker it is compared",
+        "A KRaft broker does not tell clients the active controller: it names a random live broker "
+        "(KafkaApis.handleTopicMetadataRequest / handleDescribeCluster: KRaftCachedControllerId → "
+        "metadataCache.getRandomAliveBrokerId), so two correct clusters of several brokers name different ones."),
+    Normalisation(
+        "replica-placement", "Metadata and DescribeTopicPartitions partitions[]: leader_id, replica_nodes, isr_nodes, "
+        "offline_replicas, eligible_leader_replicas and last_known_elr name a replica by its position in "
+        "replica_nodes ('replica[0]', ...) instead of its node; an id not among the replicas is kept (and renamed)",
+        "Which brokers a new partition's replicas go to is the controller's choice: Kafka's StripedReplicaPlacer "
+        "starts at a random broker (seen: one partition of the same topic on the 1st broker of one cluster and the "
+        "3rd of the other). What Kafka's rules fix is compared: the leader is a replica (usually the first), the "
+        "ISR and ELR are replicas, no replica twice."),
+    Normalisation(
+        "directory-ids", "DescribeQuorum v2 replica_directory_id other than the zero UUID → '<directory id>'",
+        "A random UUID written to meta.properties when a log dir is formatted (KIP-853 ReplicaKey); the zero UUID "
+        "(no directory id known) is compared."),
     Normalisation(
         "member-ids", "member_id and leader of the group APIs, and member ids inside their assignment/metadata "
         "bytes → 'member@i' (the exchange whose JoinGroup answer first carried the id); ids never handed out in a "
@@ -81,7 +121,8 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
     Normalisation(
         "unordered-collections", "arrays the schema declares maps (mapKey: Metadata brokers[] and topics[], "
         "ApiVersions api_keys[], CreateTopics topics[], ...), JoinGroup members[], DescribeGroups "
-        "groups[].members[], OffsetCommit/OffsetFetch/ListOffsets topics[]/partitions[] and "
+        "groups[].members[], OffsetCommit/OffsetFetch/ListOffsets topics[]/partitions[], DescribeQuorum "
+        "current_voters[]/observers[] (put in id order before node ids are renamed: PRESORTED) and "
         "config lists are compared element by element by their key, not by position",
         "A mapKey array is a map in Kafka's generated code (ImplicitLinkedHashMultiCollection); ClassicGroup keeps "
         "its members in a HashMap, so Kafka's own order is unspecified there; OffsetFetch answers (topics[] by "
@@ -90,8 +131,10 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
         "itself and merges the coordinator's answer in after them (OffsetCommitResponse.Builder). ListOffsets "
         "answers in the order of a HashMap (ReplicaManager.fetchOffset: statusByPartition, grouped by topic; seen "
         "on 4.4.0: partitions 0, 1, 2 asked, 1, 0, 2 answered). Config lists (CreateTopics "
-        "topics[].configs[], DescribeConfigs results[].configs[]) are compared by name so that a config one side does not have is one difference, not "
-        "a shift of every later entry (their sorted order is pinned by tests/broker/test_kafka_answer_shapes.py)."),
+        "topics[].configs[], DescribeConfigs results[].configs[]) are compared by name so that a config one side does not "
+        "have is one difference, not a shift of every later entry (their sorted order is pinned by "
+        "tests/broker/test_kafka_answer_shapes.py). Kafka's LeaderState keeps a quorum's voters and observers in "
+        "HashMaps (describeQuorum lists them in that order), so their order is unspecified too."),
     Normalisation(
         "coordinator-readiness", "no field: before the first conversation each target is asked FindCoordinator and "
         "OffsetFetch for a warm-up group until its coordinator answers without an error (nothing compared)",
@@ -114,7 +157,7 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
 ROW = {n.name: n for n in NORMALISATIONS}
 
 # Requests that change no state, so asking again is harmless (the re-asked-observations row).
-OBSERVATIONS = frozenset({2, 3, 9, 10, 15, 16, 23, 32})
+OBSERVATIONS = frozenset({2, 3, 9, 10, 15, 16, 23, 32, DESCRIBE_QUORUM, DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS})
 
 
 @dataclass
@@ -165,7 +208,7 @@ def _entities(api_key: int) -> dict[str, str]:
 def normalise(api_key: int, tree: dict[str, Any], names: SideNames) -> dict[str, Any]:
     """The answer ``tree`` with every row of :data:`NORMALISATIONS` applied (a new tree; the input is kept)."""
     ents = _entities(api_key)
-    out = _walk(api_key, tree, "", ents, names)
+    out = _walk(api_key, _placement(api_key, _random_controller(api_key, _presort(api_key, tree))), "", ents, names)
     return _order(api_key, out)
 
 
@@ -219,7 +262,8 @@ def _node_ids(api_key: int, path: str, name: str, entity: str | None, value: Any
 
 def _addresses(api_key: int, path: str, name: str, entity: str | None, value: Any,
                names: SideNames) -> tuple[bool, Any]:
-    if api_key in (METADATA, FIND_COORDINATOR) and name in ("host", "port") and value not in (None, "", -1):
+    if api_key in (METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER, DESCRIBE_QUORUM) and name in ("host", "port") \
+            and value not in (None, "", -1):
         return True, f"<{name}>"
     return False, value
 
@@ -256,12 +300,45 @@ def _broker_clock(api_key: int, path: str, name: str, entity: str | None, value:
     return False, value
 
 
+def _quorum_offsets(api_key: int, path: str, name: str, entity: str | None, value: Any,
+                    names: SideNames) -> tuple[bool, Any]:
+    if api_key == DESCRIBE_QUORUM and name in QUORUM_OFFSETS and isinstance(value, int) and value >= 0:
+        return True, "<metadata offset>"
+    return False, value
+
+
+def _quorum_clock(api_key: int, path: str, name: str, entity: str | None, value: Any,
+                  names: SideNames) -> tuple[bool, Any]:
+    if api_key == DESCRIBE_QUORUM and name in QUORUM_CLOCK and isinstance(value, int) and value >= 0:
+        return True, "<controller clock>"
+    return False, value
+
+
+def _quorum_epoch(api_key: int, path: str, name: str, entity: str | None, value: Any,
+                  names: SideNames) -> tuple[bool, Any]:
+    if api_key == DESCRIBE_QUORUM and path == "topics[].partitions[].leader_epoch" and isinstance(value, int) \
+            and value >= 1:
+        return True, "<quorum epoch>"
+    return False, value
+
+
+def _directory_ids(api_key: int, path: str, name: str, entity: str | None, value: Any,
+                   names: SideNames) -> tuple[bool, Any]:
+    if api_key == DESCRIBE_QUORUM and name == "replica_directory_id" and isinstance(value, uuid.UUID) \
+            and value != ZERO_UUID:
+        return True, "<directory id>"
+    return False, value
+
+
 # in the table's order; each leaf takes the first rule that applies
-_LEAF_RULES: tuple[LeafRule, ...] = (_throttle, _cluster_id, _topic_ids, _node_ids, _addresses, _member_ids,
-                                     _producer_ids, _error_message, _broker_clock)
+_LEAF_RULES: tuple[LeafRule, ...] = (_throttle, _cluster_id, _topic_ids, _node_ids, _addresses, _quorum_offsets,
+                                     _quorum_clock, _quorum_epoch, _directory_ids, _member_ids, _producer_ids, _error_message,
+                                     _broker_clock)
 # the row each leaf rule implements (tests check the two lists stay one table)
 RULE_ROWS = {_throttle: "throttle", _cluster_id: "cluster-id", _topic_ids: "topic-ids", _node_ids: "node-ids",
-             _addresses: "addresses", _member_ids: "member-ids", _producer_ids: "producer-ids",
+             _addresses: "addresses", _quorum_offsets: "quorum-offsets", _quorum_clock: "quorum-clock",
+             _quorum_epoch: "quorum-epoch",
+             _directory_ids: "directory-ids", _member_ids: "member-ids", _producer_ids: "producer-ids",
              _error_message: "error-message-text", _broker_clock: "broker-clock"}
 
 
@@ -286,8 +363,72 @@ UNORDERED: tuple[tuple[int, str, str], ...] = (
     (OFFSET_FETCH, "topics[].partitions", "partition_index"),
     (LIST_OFFSETS, "topics", "name"),
     (LIST_OFFSETS, "topics[].partitions", "partition_index"),
+    (DESCRIBE_QUORUM, "topics[].partitions[].current_voters", "replica_id"),
+    (DESCRIBE_QUORUM, "topics[].partitions[].observers", "replica_id"),
 )
 _KEYED: dict[int, dict[str, str]] = {}
+# arrays of node ids in an unspecified order (Kafka's LeaderState keeps voters and observers in HashMaps) that are
+# put in id order BEFORE the node-ids row renames them, so that both targets name the same nodes in the same order
+PRESORTED: dict[int, dict[str, str]] = {
+    DESCRIBE_QUORUM: {"topics[].partitions[].current_voters": "replica_id",
+                      "topics[].partitions[].observers": "replica_id", "nodes": "node_id"},
+    DESCRIBE_CLUSTER: {"brokers": "broker_id"},
+}
+
+
+def _random_controller(api_key: int, tree: dict[str, Any]) -> dict[str, Any]:
+    """The random-controller-id row (a whole-answer rule: it needs the number of brokers and the endpoint type)."""
+    if api_key not in (METADATA, DESCRIBE_CLUSTER) or not isinstance(tree.get("controller_id"), int):
+        return tree
+    if tree["controller_id"] < 0 or len(tree.get("brokers") or []) < 2 or tree.get("endpoint_type", 1) != 1:
+        return tree
+    return {**tree, "controller_id": "<a live broker>"}
+
+
+PLACED = ("isr_nodes", "offline_replicas", "eligible_leader_replicas", "last_known_elr")
+
+
+def _placement(api_key: int, tree: dict[str, Any]) -> dict[str, Any]:
+    """The replica-placement row (a whole-partition rule: positions are relative to the partition's replica_nodes)."""
+    if api_key not in (METADATA, DESCRIBE_TOPIC_PARTITIONS) or not isinstance(tree.get("topics"), list):
+        return tree
+
+    def part(p: Any) -> Any:
+        if not isinstance(p, dict) or not isinstance(p.get("replica_nodes"), list):
+            return p
+        pos: dict[int, str] = {}
+        for i, r in enumerate(p["replica_nodes"]):
+            pos.setdefault(r, f"replica[{i}]")
+        out = {**p, "replica_nodes": [pos[r] for r in p["replica_nodes"]]}
+        if isinstance(p.get("leader_id"), int) and p["leader_id"] in pos:
+            out["leader_id"] = pos[p["leader_id"]]
+        for name in PLACED:
+            if isinstance(p.get(name), list):
+                out[name] = [pos.get(r, r) for r in p[name]]
+        return out
+
+    topics = [{**t, "partitions": [part(p) for p in t["partitions"]]}
+              if isinstance(t, dict) and isinstance(t.get("partitions"), list) else t for t in tree["topics"]]
+    return {**tree, "topics": topics}
+
+
+def _presort(api_key: int, tree: dict[str, Any]) -> dict[str, Any]:
+    arrays = PRESORTED.get(api_key)
+    if not arrays:
+        return tree
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v, f"{path}.{k}" if path else k) for k, v in value.items()}
+        if isinstance(value, list):
+            items = [walk(v, path + "[]") for v in value]
+            key = arrays.get(path)
+            if key is not None and all(isinstance(v, dict) and isinstance(v.get(key), int) for v in items):
+                items.sort(key=lambda v: v[key])
+            return items
+        return value
+
+    return walk(tree, "")
 
 
 def keyed_arrays(api_key: int) -> dict[str, str]:

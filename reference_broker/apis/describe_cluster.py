@@ -6,8 +6,10 @@ Behavior (Kafka's KafkaApis.handleDescribeCluster on a broker listener):
 - endpoint_type (v1+) other than BROKER (1), as Kafka 4.4.0 answers: MISMATCHED_ENDPOINT_TYPE "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER", empty
   cluster id, controller -1, no brokers;
 - brokers: the unfenced ones (v2 include_fenced_brokers: the fenced ones too, with is_fenced), sorted by id, with
-  the registered address clients are told (as Metadata); controller_id as Metadata answers it; authorized operations are not
-  computed (no ACLs: the field keeps its default, INT32_MIN, as Kafka answers when not asked).
+  the registered address clients are told (as Metadata); controller_id as Metadata answers it;
+- cluster_authorized_operations (AuthHelper.computeDescribeClusterResponse): INT32_MIN (the schema default) unless
+  include_cluster_authorized_operations; then, with no authorizer (the reference has no ACLs), every operation
+  Kafka supports on the CLUSTER resource (CLUSTER_OPS), as Kafka 4.4.0 answers without an authorizer.
 """
 from __future__ import annotations
 
@@ -22,6 +24,17 @@ VERSIONS = (0, 2)
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 
 Broker = DescribeClusterResponse.DescribeClusterBroker
+# cluster_authorized_operations as kafka-python's codec takes it (field authorized_operations): the set of operation
+# codes, None for the schema's default INT32_MIN ("not asked")
+NOT_ASKED = None
+# AclEntry.supportedOperations(CLUSTER): CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12 -> bit field 8096 (what Kafka 4.4.0 answers with no authorizer configured)
+CLUSTER_OPS = frozenset({5, 7, 8, 9, 10, 11, 12})
+
+
+def cluster_operations(req) -> set[int] | None:
+    """cluster_authorized_operations as Kafka's AuthHelper fills it (no authorizer: every cluster operation)."""
+    return set(CLUSTER_OPS) if req.include_cluster_authorized_operations else NOT_ASKED
 
 
 @handles(DescribeClusterRequest, DescribeClusterResponse, VERSIONS)
@@ -41,4 +54,5 @@ async def handle(ctx: BrokerContext, req):
         brokers.append(Broker(broker_id=reg.broker_id, host=reg.host, port=reg.port, rack=reg.rack, is_fenced=reg.fenced))
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                    endpoint_type=BROKER_ENDPOINT, cluster_id=b.cluster_id,
-                                   controller_id=b.controller_id, brokers=brokers)
+                                   controller_id=b.controller_id, brokers=brokers,
+                                   authorized_operations=cluster_operations(req))

@@ -153,6 +153,14 @@ def test_create_partitions_log_dirs_and_cluster(broker: ReferenceTarget) -> None
         r = await c.request(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1,
                                                    include_fenced_brokers=False), 1)
         assert r.body.error_code == 0 and [b.port for b in r.body.brokers] == [broker.port], r.body
+        # kafka-python decodes cluster_authorized_operations as the set of operation codes, INT32_MIN as None
+        assert r.body.authorized_operations is None, "not asked: the schema default (INT32_MIN)"
+        # asked, with no authorizer: every CLUSTER operation (AuthHelper.computeDescribeClusterResponse), CREATE,
+        # ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, as Kafka 4.4.0 answered
+        # in the differential mode (before: INT32_MIN, the flag ignored)
+        r = await c.request(DescribeClusterRequest(include_cluster_authorized_operations=True, endpoint_type=1,
+                                                   include_fenced_brokers=False), 1)
+        assert r.body.authorized_operations == {5, 7, 8, 9, 10, 11, 12}, r.body
         await c.close()
 
     asyncio.run(body())

@@ -33,7 +33,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 from conftest import FAST
 from kafka import errors as E
-from kafka.protocol.admin import CreateTopicsRequest, DescribeQuorumRequest
+from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, DescribeQuorumRequest
 from kct_cluster_helpers import Wires, admin, create_topic, leader_state, partition_state, wait_for
 
 from conformance.cluster import LOAD_FACTOR, SLACK_S, await_new_leader, election_bound_s
@@ -158,6 +158,15 @@ def test_every_controller_and_broker_name_one_leader(quorum: Cluster) -> None:
     for b in c.broker_ids:      # brokers forward DescribeQuorum to the active controller
         d = describe_quorum(c.ports[b])
         assert isinstance(d, tuple) and d[:3] == (0, leader, epoch), (b, d)
+    # v2 error_message where there is no error: "" (Kafka's generated default for a string field), at the top level
+    # and the partition's from the leader (also forwarded by a broker), the top level's from a follower (before:
+    # null, which the differential mode showed against Kafka 4.4.0)
+    for port in (c.voter_ports[leader], c.ports[c.broker_ids[0]]):
+        r = asyncio.run(_ask(port, _dq_request(), 2))
+        assert (r.error_message, r.topics[0].partitions[0].error_message) == ("", ""), r
+    follower = next(v for v in c.voters if v != leader)
+    r = asyncio.run(_ask(c.voter_ports[follower], _dq_request(), 2))
+    assert r.error_message == "" and r.topics[0].partitions[0].error_code == NOT_LEADER, r
 
 
 def test_only_the_leader_is_the_active_controller(quorum: Cluster) -> None:
@@ -286,6 +295,32 @@ def test_kafka_metadata_quorum_tool(quorum: Cluster) -> None:
     roles = {int(r[0]): r[-1] for r in rows}
     assert roles == {leader: "Leader", **{v: "Follower" for v in c.voters if v != leader},
                      **{b: "Observer" for b in c.broker_ids}}, rows
+
+
+def test_no_change_acknowledged_before_it_is_committed(quorum: Cluster) -> None:
+    """QUORUM-ACK-AFTER-COMMIT (KIP-595 / QuorumController: a write's future completes when Raft commits its
+    offset): with both followers frozen the leader can append a CreatePartitions record but never commit it, so it
+    must not answer success (here: NOT_CONTROLLER once it gives up or resigns). Found by a chaos run (metadata
+    workload, pause-controller on the reference quorum: a CreatePartitions acknowledged 20 ms before its controller
+    froze was gone after the failover, partitions-shrunk); before the fix the answer was success within
+    milliseconds, since the controller waited for brokers to apply the committed offset, which the new record was not
+    part of yet."""
+    c = quorum
+    create_topic(c.bootstrap, "grow-uncommitted", rf=3)
+    leader, _ = wait_leader(c)
+    followers = [v for v in c.voters if v != leader]
+    CP = CreatePartitionsRequest
+    for v in followers:
+        c.pause(v)
+    try:
+        r = asyncio.run(_ask(c.voter_ports[leader], CP(
+            topics=[CP.CreatePartitionsTopic(name="grow-uncommitted", count=2, assignments=None)],
+            timeout_ms=30_000, validate_only=False), 3, timeout=60.0))
+        assert [x.error_code for x in r.results] == [NOT_CONTROLLER], r
+    finally:
+        for v in followers:
+            c.resume(v)
+    wait_leader(c)
 
 
 def test_committed_metadata_identical_on_every_controller(quorum: Cluster) -> None:

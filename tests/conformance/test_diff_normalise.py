@@ -47,14 +47,18 @@ def test_metadata_ids_and_addresses_renamed_consistently() -> None:
     names = N.SideNames()
     out = N.normalise(METADATA, tree, names)
     assert out["cluster_id"] == "<cluster id>"
-    assert out["controller_id"] == "node#1" and out["topics"][0]["partitions"][0]["leader_id"] == "node#1"
-    assert out["topics"][0]["partitions"][0]["replica_nodes"] == ["node#1", "node#2"]
+    # two brokers: a KRaft broker names a random live one as controller (the random-controller-id row)
+    assert out["controller_id"] == "<a live broker>"
+    # replicas by their position in replica_nodes (the replica-placement row): the leader is the first replica
+    assert out["topics"][0]["partitions"][0]["leader_id"] == "replica[0]"
+    assert out["topics"][0]["partitions"][0]["replica_nodes"] == ["replica[0]", "replica[1]"]
+    assert out["topics"][0]["partitions"][0]["isr_nodes"] == ["replica[0]"]
     assert {b["node_id"]: (b["host"], b["port"]) for b in out["brokers"]} == {
         "node#1": ("<host>", "<port>"), "node#2": ("<host>", "<port>")}
     assert out["topics"][0]["topic_id"] == "topic#1" and out["topics"][1]["topic_id"] == str(zero)
     # the same ids in another answer of the same conversation get the same names
     again = N.normalise(METADATA, {"controller_id": 9, "brokers": [], "topics": []}, names)
-    assert again["controller_id"] == "node#2"
+    assert again["controller_id"] == "node#1"
     # a node id of -1 (no leader) is kept
     assert N.normalise(METADATA, {"controller_id": -1}, N.SideNames())["controller_id"] == -1
 
@@ -209,3 +213,89 @@ def test_gaps_are_the_reference_brokers_whichever_side_it_is() -> None:
     assert d.gap == "Fetch size limits (KIP-74)", "the same with the reference as target b"
     (d,) = differences(FETCH, a, b, None)
     assert d.gap is None, "between two other brokers the reference's gaps explain nothing"
+
+
+def test_describe_quorum_rows_and_voter_order() -> None:
+    """DescribeQuorum (issue 25): metadata offsets, the controller's clock, directory ids and addresses are
+    normalised; voters listed in another order (Kafka's LeaderState HashMap) are named in id order, so two answers
+    that differ only in order and in those fields compare equal, while leader, epoch and -1s are still compared."""
+    zero, dir_a, dir_b = uuid.UUID(int=0), uuid.uuid4(), uuid.uuid4()
+
+    def answer(voters: list[int], hw: int, t: int, directory: uuid.UUID, port: int) -> dict:
+        rs = [{"replica_id": v, "replica_directory_id": zero, "log_end_offset": hw + v % 3,
+               "last_fetch_timestamp": -1 if v == 1000 else t + v, "last_caught_up_timestamp": t} for v in voters]
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": [{
+            "topic_name": "__cluster_metadata", "partitions": [{
+                "partition_index": 0, "error_code": 0, "error_message": None, "leader_id": 1000, "leader_epoch": 1,
+                "high_watermark": hw, "current_voters": rs,
+                "observers": [{"replica_id": 0, "replica_directory_id": directory, "log_end_offset": -1,
+                               "last_fetch_timestamp": t, "last_caught_up_timestamp": t}]}]}],
+            "nodes": [{"node_id": v, "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": port + v}]}
+                      for v in voters]}
+
+    a = N.normalise(55, answer([1000, 1001, 1002], 40, 1_700_000_000_000, dir_a, 9000), N.SideNames())
+    b = N.normalise(55, answer([1002, 1000, 1001], 97, 1_800_000_000_000, dir_b, 7000), N.SideNames())
+    assert differences(55, a, b) == []
+    p = a["topics"][0]["partitions"][0]
+    assert p["leader_id"] == "node#1" and p["leader_epoch"] == "<quorum epoch>"
+    assert p["high_watermark"] == "<metadata offset>"
+    assert [v["replica_id"] for v in p["current_voters"]] == ["node#1", "node#2", "node#3"]
+    assert p["current_voters"][0]["last_fetch_timestamp"] == -1, "an unknown time (-1) is compared"
+    assert p["observers"][0]["log_end_offset"] == -1 and p["observers"][0]["replica_directory_id"] == "<directory id>"
+    c = N.normalise(55, answer([1000, 1001, 1002], 40, 1, zero, 9000), N.SideNames())
+    diffs = {d.field for d in differences(55, a, c)}
+    assert diffs == {"topics[].partitions[].observers[].replica_directory_id"}, diffs
+
+
+def test_describe_cluster_addresses_and_ids() -> None:
+    tree = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+            "cluster_id": "xyz", "controller_id": 2, "cluster_authorized_operations": -2147483648,
+            "brokers": [{"broker_id": 2, "host": "h2", "port": 9, "rack": None},
+                        {"broker_id": 0, "host": "h0", "port": 8, "rack": None}]}
+    out = N.normalise(60, tree, N.SideNames())
+    assert out["cluster_id"] == "<cluster id>" and out["controller_id"] == "<a live broker>"
+    assert {(b["broker_id"], b["host"], b["port"]) for b in out["brokers"]} == {
+        ("node#1", "<host>", "<port>"), ("node#2", "<host>", "<port>")}
+    assert out["cluster_authorized_operations"] == -2147483648
+
+
+def test_quorum_epoch_and_random_controller_rows() -> None:
+    """A fresh quorum's epoch (1 on the reference, 2 on Kafka 4.4.0 in the same run) and the random live broker a
+    KRaft broker names as controller of a cluster of several brokers are normalised; -1/0 and a single broker's
+    answer are compared; the directory ids Kafka's observers carry are the GAPS.md row 'Dynamic quorum (KIP-853)'."""
+    def dq(epoch: int) -> dict:
+        return {"topics": [{"topic_name": "__cluster_metadata", "partitions": [
+            {"partition_index": 0, "leader_id": 1000, "leader_epoch": epoch}]}]}
+
+    def part(tree: dict) -> dict:
+        return tree["topics"][0]["partitions"][0]
+
+    assert part(N.normalise(55, dq(1), N.SideNames()))["leader_epoch"] == "<quorum epoch>"
+    assert part(N.normalise(55, dq(-1), N.SideNames()))["leader_epoch"] == -1
+    two = [{"node_id": 0, "host": "h", "port": 1, "rack": None}, {"node_id": 1, "host": "h", "port": 2, "rack": None}]
+    assert N.normalise(METADATA, {"controller_id": 1, "brokers": two}, N.SideNames())["controller_id"] == \
+        "<a live broker>"
+    assert N.normalise(METADATA, {"controller_id": 0, "brokers": two[:1]}, N.SideNames())["controller_id"] == "node#1"
+    assert N.normalise(60, {"endpoint_type": 2, "controller_id": 1000, "brokers": two}, N.SideNames())[
+        "controller_id"] == "node#1", "from a controller listener it is the Raft leader: compared"
+    path = "topics[0].partitions[0].observers[replica_id=node#4].replica_directory_id"
+    assert known_gap(55, path, None, "<directory id>") == "Dynamic quorum (KIP-853)"
+    assert known_gap(55, path, "<directory id>", None) is None
+
+
+def test_replica_placement_compares_roles_not_brokers() -> None:
+    """Kafka's StripedReplicaPlacer starts at a random broker: the same partition on different brokers of two
+    clusters compares equal when its leader, ISR and ELR stand in the same relation to its replicas, and differs when
+    they do not (a leader outside the replicas, an ISR short of a replica)."""
+    def dtp(replicas: list[int], leader: int, isr: list[int]) -> dict:
+        return {"topics": [{"error_code": 0, "name": "t", "partitions": [
+            {"partition_index": 0, "leader_id": leader, "replica_nodes": replicas, "isr_nodes": isr,
+             "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []}]}]}
+
+    a = N.normalise(75, dtp([2, 0, 1], 2, [2, 0, 1]), N.SideNames())
+    assert differences(75, a, N.normalise(75, dtp([0, 1, 2], 0, [0, 1, 2]), N.SideNames())) == []
+    short = {d.field for d in differences(75, a, N.normalise(75, dtp([0, 1, 2], 0, [0, 1]), N.SideNames()))}
+    assert short == {"topics[].partitions[].isr_nodes"}
+    outside = N.normalise(75, dtp([0, 1, 2], 7, [0, 1, 2]), N.SideNames())
+    assert outside["topics"][0]["partitions"][0]["leader_id"] == "node#1", "a leader that is no replica: renamed"
+    assert N.normalise(75, dtp([0], -1, []), N.SideNames())["topics"][0]["partitions"][0]["leader_id"] == -1

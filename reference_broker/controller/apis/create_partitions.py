@@ -37,5 +37,10 @@ async def handle(ctx: ControllerContext, req):
                                          req.validate_only)
         results.append(Result(name=t.name, error_code=err, error_message=msg))
     if not req.validate_only:
+        # acknowledged only once Raft committed it (a deposed leader's records are truncated): wait_applied alone
+        # compares with the committed offset, which the new partitions are not part of yet
+        if not await c.wait_committed():
+            results = [Result(name=r.name, error_code=E.NotControllerError.errno, error_message=None)
+                       if r.error_code == 0 else r for r in results]
         await c.wait_applied(c.end_offset, APPLY_WAIT_S)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

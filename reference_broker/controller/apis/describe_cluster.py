@@ -4,12 +4,14 @@ Behavior (ControllerApis.handleDescribeCluster): only EndpointType 2 (controller
 MISMATCHED_ENDPOINT_TYPE; the answer lists the quorum's voters with their CONTROLLER listener and, as ControllerId,
 the Raft leader (-1 while there is none), so an admin client (Kafka's `kafka-metadata-quorum --bootstrap-controller`)
 then sends DescribeQuorum to the active controller. A single controller lists itself. Fenced and rack: none.
+cluster_authorized_operations as on a broker's listener (AuthHelper.computeDescribeClusterResponse serves both).
 """
 from __future__ import annotations
 
 from kafka import errors as E
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
+from ...apis.describe_cluster import cluster_operations
 from ...registry import CONTROLLER
 from ..context import ControllerContext
 
@@ -38,4 +40,5 @@ async def handle(ctx: ControllerContext, req):
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=CONTROLLERS, cluster_id=cid,
         controller_id=-1 if leader is None else leader,
-        brokers=[B(broker_id=v, host=h, port=p, rack=None, is_fenced=False) for v, (h, p) in sorted(voters.items())])
+        brokers=[B(broker_id=v, host=h, port=p, rack=None, is_fenced=False) for v, (h, p) in sorted(voters.items())],
+        authorized_operations=cluster_operations(req))

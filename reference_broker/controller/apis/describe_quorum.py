@@ -7,6 +7,11 @@ end offset (its last fetch offset), last fetch and last caught-up wall times, th
 epoch; v2 adds every voter's CONTROLLER listener. A single controller (no controller.quorum.voters) is no quorum:
 it answers with leader -1 and no voters (GAPS.md; the reference cluster names that controller -1), so whoever asks
 "which node is the active controller" gets no node, as before DescribeQuorum was served.
+
+error_message (v2): "" where there is no error, the top level's and the partition's, as Kafka's generated
+DescribeQuorumResponseData leaves a string field with no default (DescribeQuorumResponse.singletonResponse, and
+getPartitionLevelErrorResponse for the top level of a not-leader answer); the differential mode showed the
+reference's null against Kafka 4.4.0's "".
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ R = DescribeQuorumResponse
 T = R.TopicData
 P = T.PartitionData
 ZERO = uuid.UUID(int=0)
+NO_MESSAGE = ""     # a nullable string field without a default in Kafka's schema: "" unless set
 
 
 def _replica(replica_id: int, leo: int, fetch: int, caught: int) -> P.ReplicaState:
@@ -42,9 +48,9 @@ def describe(node) -> DescribeQuorumResponse:
     now = node.clock.wall_ms()
     if raft is None:    # a single controller is no quorum: described leaderless, as "the controller" (-1)
         observers = [_replica(b, off, -1, -1) for b, off in sorted(c.applied_by.items())]
-        part = P(partition_index=0, error_code=0, error_message=None, leader_id=-1, leader_epoch=-1,
+        part = P(partition_index=0, error_code=0, error_message=NO_MESSAGE, leader_id=-1, leader_epoch=-1,
                  high_watermark=c.log.log_end_offset, current_voters=[], observers=observers)
-        return R(error_code=0, error_message=None, topics=[T(topic_name=METADATA_TOPIC, partitions=[part])],
+        return R(error_code=0, error_message=NO_MESSAGE, topics=[T(topic_name=METADATA_TOPIC, partitions=[part])],
                  nodes=[])
     client = raft.client
     st = client.state
@@ -53,7 +59,7 @@ def describe(node) -> DescribeQuorumResponse:
                  error_message="This controller is not the quorum's leader",
                  leader_id=-1 if client.leader_id() is None else client.leader_id(), leader_epoch=client.epoch,
                  high_watermark=-1, current_voters=[], observers=[])
-        return R(error_code=0, error_message=None, topics=[T(topic_name=METADATA_TOPIC, partitions=[part])],
+        return R(error_code=0, error_message=NO_MESSAGE, topics=[T(topic_name=METADATA_TOPIC, partitions=[part])],
                  nodes=[])
     voters = [_replica(me, client.log.end_offset(), now, now)]
     for v in sorted(st.replicas):
@@ -64,11 +70,11 @@ def describe(node) -> DescribeQuorumResponse:
                  if b not in raft.voters]
     if c.faults is not None and c.faults.on("describe_quorum.no_observers"):
         observers = []
-    part = P(partition_index=0, error_code=0, error_message=None, leader_id=me, leader_epoch=client.epoch,
+    part = P(partition_index=0, error_code=0, error_message=NO_MESSAGE, leader_id=me, leader_epoch=client.epoch,
              high_watermark=client.high_watermark, current_voters=voters, observers=observers)
     nodes = [R.Node(node_id=v, listeners=[R.Node.Listener(name="CONTROLLER", host=addr[0], port=addr[1])])
              for v, addr in sorted(raft.voters.items())]
-    return R(error_code=0, error_message=None, topics=[T(topic_name=METADATA_TOPIC, partitions=[part])], nodes=nodes)
+    return R(error_code=0, error_message=NO_MESSAGE, topics=[T(topic_name=METADATA_TOPIC, partitions=[part])], nodes=nodes)
 
 
 @CONTROLLER.handles(DescribeQuorumRequest, DescribeQuorumResponse, VERSIONS)

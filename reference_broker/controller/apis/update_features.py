@@ -12,6 +12,7 @@ answers without per-feature results.
 """
 from __future__ import annotations
 
+from kafka import errors as E
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 
 from ...registry import CONTROLLER
@@ -36,6 +37,9 @@ async def handle(ctx: ControllerContext, req):
     err, message = c.update_features(updates, bool(req.validate_only) if v >= 1 else False)
     if err:
         return UpdateFeaturesResponse(throttle_time_ms=0, error_code=err, error_message=message, results=[])
+    if not await c.wait_committed():     # acknowledged only once Raft committed the feature levels
+        return UpdateFeaturesResponse(throttle_time_ms=0, error_code=E.NotControllerError.errno, error_message=None,
+                                      results=[])
     await c.wait_applied(c.end_offset, APPLY_WAIT_S)
     # Kafka sets each result's message to Errors.NONE.message(): "NONE"
     results = [Result(feature=name, error_code=0, error_message="NONE") for name, _, _ in updates] if v <= 1 else []
