@@ -6,18 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kct_cluster_helpers import FAST
 
 from reference_broker.cluster import Cluster
-
-# Short failure detection so kill/pause scenarios finish in seconds; everything else is Kafka's default.
-FAST = {
-    "broker.session.timeout.ms": "3000",
-    "broker.heartbeat.interval.ms": "500",
-    "replica.lag.time.max.ms": "3000",
-    "replica.fetch.backoff.ms": "200",
-    "offsets.topic.num.partitions": "3",
-    "group.initial.rebalance.delay.ms": "0",
-}
 
 
 @pytest.fixture

@@ -13,6 +13,16 @@ from conformance.cluster import await_new_leader, election_bound_s, state
 from conformance.properties.ops import PartitionMeta
 from conformance.wire import Wire
 
+# Short failure detection so kill/pause scenarios finish in seconds; everything else is Kafka's default.
+FAST = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.backoff.ms": "200",
+    "offsets.topic.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
 T = TypeVar("T")
 
 

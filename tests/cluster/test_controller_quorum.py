@@ -31,10 +31,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewTopic
-from conftest import FAST
 from kafka import errors as E
 from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, DescribeQuorumRequest
-from kct_cluster_helpers import Wires, admin, create_topic, leader_state, partition_state, wait_for
+from kct_cluster_helpers import FAST, Wires, admin, create_topic, leader_state, partition_state, wait_for
 
 from conformance.cluster import LOAD_FACTOR, SLACK_S, await_new_leader, election_bound_s
 from reference_broker.client.protocol import Connection
