@@ -491,6 +491,24 @@ def _live_brokers(bootstrap: str) -> int:
     return 3
 
 
+
+def _drive(opts: RunOptions, runner: Any, steps: Any, workload: Any, progress: Any, t0: float) -> bool:
+    """Run the workload and the fault schedule for ``opts.duration`` from ``t0``; every fault is undone and the
+    workload stopped whatever happens. True if interrupted (Ctrl-C / SIGTERM land in the main thread, here)."""
+    workload.start()
+    progress.start()
+    try:
+        runner.run(steps)
+        while (left := opts.duration - (time.monotonic() - t0)) > 0:
+            time.sleep(min(left, 0.2))
+    except KeyboardInterrupt:
+        return True
+    finally:
+        runner.undo_all()
+        progress.stop()
+        workload.stop()
+    return False
+
 def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, target: Any, proxies: Any,
              topology: Any, steps: list[Step], on_started: Callable[[dict[str, Any]], None] | None) -> RunResult:
     from history import Recorder
@@ -540,21 +558,8 @@ def _execute(opts: RunOptions, run_id: str, target_name: str, bootstrap: str, ta
     result = RunResult(EXIT_NOT_RUN, run_id, history=path)
     if on_started:
         on_started({"run_id": run_id, "bootstrap": bootstrap, "history": str(path)})
-    interrupted = False
     t0 = time.monotonic()
-    workload.start()
-    progress.start()
-    try:
-        runner.run(steps)  # main thread: Ctrl-C / SIGTERM land here and its finally undoes every fault
-        while (left := opts.duration - (time.monotonic() - t0)) > 0:
-            time.sleep(min(left, 0.2))
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        runner.undo_all()
-        progress.stop()
-        workload.stop()
-    if interrupted:
+    if _drive(opts, runner, steps, workload, progress, t0):
         recorder.close()
         result.message = "interrupted: every fault was undone; the partial history is kept"
         return result
@@ -651,21 +656,8 @@ def _execute_metadata(opts: RunOptions, run_id: str, target_name: str, bootstrap
     result = RunResult(EXIT_NOT_RUN, run_id, history=path)
     if on_started:
         on_started({"run_id": run_id, "bootstrap": bootstrap, "history": str(path)})
-    interrupted = False
     t0 = time.monotonic()
-    workload.start()
-    progress.start()
-    try:
-        runner.run(steps)
-        while (left := opts.duration - (time.monotonic() - t0)) > 0:
-            time.sleep(min(left, 0.2))
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        runner.undo_all()
-        progress.stop()
-        workload.stop()
-    if interrupted:
+    if _drive(opts, runner, steps, workload, progress, t0):
         recorder.close()
         result.message = "interrupted: every fault was undone; the partial history is kept"
         return result

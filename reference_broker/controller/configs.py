@@ -174,6 +174,23 @@ def alter(c: QuorumController, resource_type: int, name: str, changes: list[Chan
     return err, msg
 
 
+APPLY_WAIT_S = 5.0
+
+
+async def alter_resources(c: QuorumController, resources: list[tuple[int, str, list[Change]]], validate_only: bool,
+                          replace: bool) -> list[tuple[int, str | None]]:
+    """AlterConfigs and IncrementalAlterConfigs alike: each (resource type, name, changes) altered, then (unless
+    ``validate_only``) answered once Raft committed the records (a resource whose change was not committed, because
+    this controller was deposed, answers NOT_CONTROLLER) and the live brokers applied them (bounded wait)."""
+    out = [alter(c, kind, name, changes, validate_only, replace) for kind, name, changes in resources]
+    if not validate_only:
+        # wait_applied alone compares with the committed offset, which an uncommitted change is not part of yet
+        if not await c.wait_committed():
+            out = [(E.NotControllerError.errno, None) if err == 0 else (err, msg) for err, msg in out]
+        await c.wait_applied(c.end_offset, APPLY_WAIT_S)
+    return out
+
+
 def _fault(c: QuorumController, name: str) -> bool:
     return c.faults is not None and c.faults.on(name)
 
